@@ -1,0 +1,16 @@
+"""Typed DOGMA genomes: bases A/T/C/G carrying genes, typed regions, a regulatory graph.
+
+Three views of one genome: the canonical YAML (`Genome.to_yaml`, read with
+`yaml.safe_load` only), the one-line sequence view (`Genome.sequence_view`), and the
+content hash (`Genome.id`). This package imports nothing else of ours.
+"""
+
+from genome.core import Base, Edge, Gene, Genome, Region
+from genome.errors import GenomeError
+from genome.presets import PRESETS, load_genome, preset
+from genome.schema import BASE_TYPES, EDGE_KINDS, KINDS, PROMOTER, REGION_TYPES, STRUCTURAL
+
+__all__ = [
+    "BASE_TYPES", "EDGE_KINDS", "KINDS", "PRESETS", "PROMOTER", "REGION_TYPES", "STRUCTURAL",
+    "Base", "Edge", "Gene", "Genome", "GenomeError", "Region", "load_genome", "preset",
+]

@@ -1,0 +1,156 @@
+"""The DOGMA genome as data: genes on typed bases, typed regions, a regulatory graph.
+
+A genome is immutable. Its canonical form is a plain dict with every default filled in,
+so two genomes that build the same model have the same canonical YAML and the same id
+(sha256 of that YAML). Construct genomes through `Genome.from_dict` / `from_yaml`, which
+validate; the dataclasses themselves do no checking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+
+
+@dataclass(frozen=True)
+class Gene:
+    """A block kind and its hyperparameters (all of them, defaults filled in)."""
+
+    kind: str
+    params: tuple[tuple[str, Any], ...]
+
+    def get(self, name: str) -> Any:
+        return dict(self.params)[name]
+
+    @property
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Base:
+    """A typed unit of the architecture: `type` is one of A, T, C, G."""
+
+    type: str
+    gene: Gene
+
+
+@dataclass(frozen=True)
+class Region:
+    """Consecutive bases of one region type.
+
+    `settings` holds the structural settings (structural regions) or the expression
+    settings (promoter regions); `bases` holds the bases of coding and regulatory regions.
+    """
+
+    id: str
+    type: str
+    bases: tuple[Base, ...] = ()
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def settings_dict(self) -> dict[str, Any]:
+        return dict(self.settings)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A regulatory edge between two regions: activates, represses, shares or loop."""
+
+    source: str
+    target: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Genome:
+    regions: tuple[Region, ...]
+    edges: tuple[Edge, ...] = field(default=())
+
+    # -- views ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical document (what is hashed and stored)."""
+        regions = []
+        for r in self.regions:
+            doc: dict[str, Any] = {"id": r.id, "type": r.type}
+            if r.type in ("structural", "promoter"):
+                doc["settings"] = dict(r.settings)
+            else:
+                doc["bases"] = [
+                    {"base": b.type, "kind": b.gene.kind, "params": dict(b.gene.params)}
+                    for b in r.bases
+                ]
+            regions.append(doc)
+        return {
+            "dogma": 1,
+            "regions": regions,
+            "edges": [{"source": e.source, "target": e.target, "kind": e.kind} for e in self.edges],
+        }
+
+    def to_yaml(self) -> str:
+        from genome.yaml_io import dump_yaml
+
+        return dump_yaml(self.to_dict())
+
+    @cached_property
+    def id(self) -> str:
+        """sha256 hex of the canonical YAML: the genome's id everywhere."""
+        return hashlib.sha256(self.to_yaml().encode()).hexdigest()
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Genome:
+        from genome.validate import parse_document
+
+        return parse_document(doc)
+
+    @classmethod
+    def from_yaml(cls, text: str | bytes) -> Genome:
+        from genome.yaml_io import load_yaml
+
+        return cls.from_dict(load_yaml(text))
+
+    def sequence_view(self) -> str:
+        from genome.sequence import sequence_view
+
+        return sequence_view(self)
+
+    # -- structure -----------------------------------------------------------------------
+    @property
+    def structural(self) -> dict[str, Any]:
+        return self.regions[0].settings_dict
+
+    def region(self, region_id: str) -> Region:
+        for r in self.regions:
+            if r.id == region_id:
+                return r
+        raise KeyError(region_id)
+
+    def promoter_of(self, region_id: str) -> dict[str, Any]:
+        """Expression settings that apply to a coding region (defaults when no promoter)."""
+        from genome.schema import PROMOTER
+
+        out = {k: s.default for k, s in PROMOTER.items()}
+        for prev, cur in zip(self.regions, self.regions[1:], strict=False):
+            if cur.id == region_id and prev.type == "promoter":
+                out.update(prev.settings_dict)
+        return out
+
+    def regulatory_graph(self) -> nx.DiGraph:
+        """Regions as nodes (with their type and order), edges with their kind."""
+        g = nx.DiGraph()
+        for i, r in enumerate(self.regions):
+            g.add_node(r.id, type=r.type, order=i)
+        for e in self.edges:
+            g.add_edge(e.source, e.target, kind=e.kind)
+        return g
+
+    def replace(self, regions: tuple[Region, ...] | None = None,
+                edges: tuple[Edge, ...] | None = None) -> Genome:
+        """A new genome with regions and/or edges replaced, validated."""
+        g = Genome(self.regions if regions is None else tuple(regions),
+                   self.edges if edges is None else tuple(edges))
+        return Genome.from_dict(g.to_dict())

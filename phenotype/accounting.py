@@ -1,0 +1,78 @@
+"""Analytic accounting of a genome, read from its config tree (nothing is built).
+
+- `params`: distinct parameters (a `shares` target and a tied head add none);
+- `active_params`: parameters touched per token (total minus unrouted experts);
+- `flops_per_token(seq_len)`: forward FLOPs per token when a whole sequence of `seq_len`
+  tokens is processed: the dense linear algebra as a FLOP counter counts it (linear layers,
+  convolutions, the full T x T attention square) plus the scans' declared elementwise work;
+  shared layers count at every use;
+- `state_bytes_per_token`: inference state that grows with context (the KV cache), and
+  `state_bytes_fixed`: state that does not (convolution windows, recurrent states), both at
+  2 bytes per element (bf16/fp16 inference).
+
+These numbers must equal what the built module reports (tests/test_accounting.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from genome import Genome
+from phenotype.blocks.regulation import edge_gate_params
+from phenotype.config import CodingStage, ModelConfig, RegulatoryStage, model_config
+
+BYTES_PER_STATE_ELEMENT = 2
+
+
+@dataclass(frozen=True)
+class Accounting:
+    params: int
+    active_params: int
+    flops_per_token: int
+    state_bytes_per_token: int
+    state_bytes_fixed: int
+    seq_len: int
+    layers: int
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
+    """Accounting of a genome (or its config tree) at context length `seq_len`."""
+    cfg = model_config(genome) if isinstance(genome, Genome) else genome
+    d, v = cfg.d_model, cfg.vocab
+    params = v * d + (cfg.max_len * d if cfg.positions == "learned" else 0)
+    if cfg.norm_position == "pre":
+        params += cfg.norm.num_params()
+    if not cfg.tie_embeddings:
+        params += v * d
+    active = params
+    flops = 2 * d * v                       # the output head
+    per_token = fixed = layers = 0
+    width: dict[str, int] = {}
+    for stage in cfg.stages:
+        if isinstance(stage, RegulatoryStage):
+            width[stage.region_id] = stage.signal_width
+            n = sum(g.num_params() for g in stage.gates)
+            params, active = params + n, active + n
+            flops += sum(g.flops_per_token(seq_len) for g in stage.gates)
+            continue
+        assert isinstance(stage, CodingStage)
+        owned = stage.shares_from is None
+        for layer in stage.layers:
+            b = layer.block
+            if owned:
+                params += b.num_params() + layer.norm.num_params()
+                active += b.active_params() + layer.norm.num_params()
+            flops += b.flops_per_token(seq_len)
+            per_token += b.state_per_token()
+            fixed += b.state_fixed()
+            layers += 1
+        for src, _ in stage.gates:
+            n = edge_gate_params(width[src])
+            params, active, flops = params + n, active + n, flops + 2 * width[src]
+        params += len(stage.loops_from)
+        active += len(stage.loops_from)
+    return Accounting(params, active, flops, per_token * BYTES_PER_STATE_ELEMENT,
+                      fixed * BYTES_PER_STATE_ELEMENT, seq_len, layers)

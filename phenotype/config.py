@@ -1,0 +1,111 @@
+"""Decoding a genome into a tree of frozen configs (what accounting reads and `build()` uses).
+
+Expression rules:
+- a promoter's `copies` stacks its coding region that many times, each copy with its own
+  weights; `expressed: false` removes the region; `strength` scales its residual updates;
+- every base of a coding region is one residual layer: pre-norm `x + g·s·f(norm(x))` or
+  post-norm `norm(x + g·s·f(x))`, g the product of the region's incoming regulatory gates;
+- a `shares` target reuses the source region's layers (copy i uses source copy i mod n);
+- a `loop` edge adds α·(source region's output) to the target region's output (α learned,
+  initialised at 0 so the skip starts closed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from genome import Genome
+from phenotype.blocks.base import BlockConfig
+from phenotype.blocks.norm import NormConfig
+from phenotype.blocks.regulation import GateConfig
+from phenotype.registry import REGISTRY
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """One residual layer: a block with its norm."""
+
+    block: BlockConfig
+    norm: NormConfig
+
+
+@dataclass(frozen=True)
+class CodingStage:
+    region_id: str
+    layers: tuple[LayerConfig, ...]          # copies × bases, in order
+    strength: float
+    shares_from: str | None = None
+    gates: tuple[tuple[str, bool], ...] = ()  # (regulatory region id, represses)
+    loops_from: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RegulatoryStage:
+    region_id: str
+    gates: tuple[GateConfig, ...]
+
+    @property
+    def signal_width(self) -> int:
+        return sum(g.hidden for g in self.gates)
+
+
+Stage = CodingStage | RegulatoryStage
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    d_model: int
+    vocab: int
+    max_len: int
+    positions: str
+    norm: NormConfig
+    norm_position: str
+    tie_embeddings: bool
+    stages: tuple[Stage, ...]
+
+    def build(self):  # -> DogmaModel (import here: model imports this module)
+        from phenotype.model import DogmaModel
+
+        return DogmaModel(self)
+
+    def stage(self, region_id: str) -> Stage:
+        return next(s for s in self.stages if s.region_id == region_id)
+
+
+def model_config(genome: Genome) -> ModelConfig:
+    """The config tree of a (valid) genome."""
+    s = genome.structural
+    norm = NormConfig(s["norm"], s["d_model"], s["norm_eps"], s["bias"])
+    stages: list[Stage] = []
+    for region in genome.regions:
+        if region.type == "regulatory":
+            gates = tuple(GateConfig.from_gene(b.gene.as_dict, s) for b in region.bases)
+            stages.append(RegulatoryStage(region.id, gates))
+        elif region.type == "coding":
+            expression = genome.promoter_of(region.id)
+            if not expression["expressed"]:
+                continue
+            blocks = [REGISTRY[b.gene.kind].config.from_gene(b.gene.as_dict, s)
+                      for b in region.bases]
+            layers = tuple(LayerConfig(b, norm) for _ in range(expression["copies"])
+                           for b in blocks)
+            incoming = [e for e in genome.edges if e.target == region.id]
+            stages.append(CodingStage(
+                region.id, layers, expression["strength"],
+                shares_from=next((e.source for e in incoming if e.kind == "shares"), None),
+                gates=tuple((e.source, e.kind == "represses") for e in incoming
+                            if e.kind in ("activates", "represses")),
+                loops_from=tuple(e.source for e in incoming if e.kind == "loop"),
+            ))
+    expressed = {st.region_id for st in stages}
+    # Edges from a silenced region fall away with it (a silenced source has no output).
+    stages = [
+        CodingStage(st.region_id, st.layers, st.strength,
+                    st.shares_from if st.shares_from in expressed else None,
+                    tuple(g for g in st.gates if g[0] in expressed),
+                    tuple(src for src in st.loops_from if src in expressed))
+        if isinstance(st, CodingStage) else st
+        for st in stages
+    ]
+    return ModelConfig(s["d_model"], s["vocab"], s["max_len"], s["positions"], norm,
+                       s["norm_position"], s["tie_embeddings"], tuple(stages))
