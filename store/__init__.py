@@ -1,0 +1,49 @@
+"""Persistent record of evolutionary runs (DESIGN.md §7).
+
+Plain data in, plain data out: genome ids are sha256 hex strings, genomes canonical YAML,
+metrics and change records JSON-able dicts. A generation is committed in one transaction
+(:meth:`Store.commit_generation`), so a killed run resumes from its last committed
+generation with nothing lost and nothing doubled.
+"""
+
+from store.records import (
+    AncestryStep,
+    ArchiveIn,
+    ArchiveRecord,
+    EvaluationIn,
+    EvaluationRecord,
+    GenomeIn,
+    IndividualIn,
+    IndividualRecord,
+    LineageIn,
+    ParentEdge,
+    PolicyIn,
+    PolicyRecord,
+    Ref,
+    RunRecord,
+    StoreError,
+    by_id,
+    by_slot,
+)
+from store.store import Store
+
+__all__ = [
+    "AncestryStep",
+    "ArchiveIn",
+    "ArchiveRecord",
+    "EvaluationIn",
+    "EvaluationRecord",
+    "GenomeIn",
+    "IndividualIn",
+    "IndividualRecord",
+    "LineageIn",
+    "ParentEdge",
+    "PolicyIn",
+    "PolicyRecord",
+    "Ref",
+    "RunRecord",
+    "Store",
+    "StoreError",
+    "by_id",
+    "by_slot",
+]

@@ -1,0 +1,143 @@
+"""Engines for the store: SQLite tuned for one writer per run and many readers, or any URL.
+
+SQLite gets two engines on the same file:
+
+* the write engine begins every transaction with ``BEGIN IMMEDIATE``, so the write lock is
+  taken up front and waited for under the busy timeout (a deferred read-then-write
+  transaction in WAL mode fails with "database is locked" instead of waiting);
+* the read engine begins with a plain (deferred) ``BEGIN`` and sets ``query_only``, so a
+  reader sees one consistent WAL snapshot and never holds or asks for the write lock.
+
+Both disable pysqlite's own transaction handling (``isolation_level = None``) and let
+SQLAlchemy's "begin" event emit BEGIN, the recipe in SQLAlchemy's SQLite documentation.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
+
+from store.records import StoreError
+
+BUSY_TIMEOUT_SECONDS = 30.0
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class Engines:
+    write: Engine
+    read: Engine  # the same object as ``write`` unless the database is a SQLite file
+
+    def dispose(self) -> None:
+        self.write.dispose()
+        if self.read is not self.write:
+            self.read.dispose()
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The database file of a SQLite URL, or None for in-memory / non-SQLite URLs."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse a file that exists but is not a whole SQLite database, without touching it.
+
+    SQLite itself would report junk as "file is not a database" on first use, but a
+    database truncated at a page boundary can look valid until a missing page is read, so
+    the header's page size and page count are checked against the file size here.
+    """
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise StoreError(f"{path} is not a file")
+    size = path.stat().st_size
+    if size == 0:
+        return  # an empty file is a new database to SQLite (what `touch` or mkstemp leave)
+    with path.open("rb") as handle:
+        header = handle.read(100)
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        raise StoreError(f"{path} is not a SQLite database (bad header); refusing to use it")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise StoreError(f"{path} is not a SQLite database (page size {page_size})")
+    if size % page_size:
+        raise StoreError(
+            f"{path} is truncated or damaged: {size} bytes is not a whole number of "
+            f"{page_size}-byte pages; refusing to use it"
+        )
+    page_count = int.from_bytes(header[28:32], "big")
+    count_valid = page_count > 0 and header[24:28] == header[92:96]
+    if count_valid and size < page_count * page_size:
+        raise StoreError(
+            f"{path} is truncated: {size} bytes but its header counts {page_count} pages "
+            f"of {page_size} bytes; refusing to use it"
+        )
+
+
+def _sqlite_listeners(engine: Engine, *, begin: str, query_only: bool, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if wal:
+                cursor.execute("PRAGMA journal_mode = WAL")
+            if query_only:
+                cursor.execute("PRAGMA query_only = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql(begin)
+
+
+def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engines:
+    """Engines for ``url``; SQLite files are checked first and never overwritten."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        engine = create_engine(parsed, pool_pre_ping=True)
+        return Engines(write=engine, read=engine)
+
+    path = sqlite_file(parsed)
+    # pysqlite's `timeout` is SQLite's busy timeout: wait for a lock instead of failing.
+    connect_args = {"timeout": busy_timeout}
+    if path is None:
+        # One shared connection: each new in-memory connection would be a new database.
+        engine = create_engine(
+            parsed,
+            poolclass=StaticPool,
+            connect_args={**connect_args, "check_same_thread": False},
+        )
+        _sqlite_listeners(engine, begin="BEGIN IMMEDIATE", query_only=False, wal=False)
+        return Engines(write=engine, read=engine)
+
+    check_sqlite_file(path)
+    if not path.parent.is_dir():
+        raise StoreError(f"cannot create {path}: folder {path.parent} does not exist")
+    write = create_engine(parsed, connect_args=connect_args)
+    _sqlite_listeners(write, begin="BEGIN IMMEDIATE", query_only=False, wal=True)
+    read = create_engine(parsed, connect_args=connect_args)
+    _sqlite_listeners(read, begin="BEGIN", query_only=True, wal=False)
+    return Engines(write=write, read=read)
+
+
+def describe(url: str) -> str:
+    """The URL without a password, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - only used to word an error
+        return os.fspath(url)

@@ -1,0 +1,237 @@
+"""ORM tables of the run store.
+
+Everything here is plain data: genome ids are sha256 hex strings, genomes are canonical YAML
+text, metrics / change records / configs are JSON-able dicts kept as canonical JSON text
+(``json.dumps(..., sort_keys=True)``), so a dict written comes back equal and two equal dicts
+have equal text (which is how a retried commit is recognised as the same content).
+
+Natural keys carry UNIQUE constraints so that a retried write can never double a row.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+RUN_STATUSES = ("running", "finished", "failed")
+EVALUATION_STATUSES = ("ok", "invalid", "nan", "oom", "timeout", "crash")
+
+
+def canonical_json(value: Any) -> str:
+    """One text per JSON value: sorted keys, no insignificant whitespace."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class JSONText(TypeDecorator[Any]):
+    """A JSON value stored as canonical text (see :func:`canonical_json`).
+
+    Plain text rather than a native JSON type, so SQLite and PostgreSQL store the same bytes
+    and equality of content is equality of text.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else canonical_json(value)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
+        return None if value is None else json.loads(value)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timestamps stored as naive UTC (SQLite keeps no zone) and returned zone-aware."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Run(Base):
+    """One evolutionary run: its configuration, seed, task and how far it has committed.
+
+    ``last_generation`` is the newest generation committed in full (-1: none yet); a
+    resumed run continues from it, and it never goes back.
+    """
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    config: Mapped[Any] = mapped_column(JSONText)
+    seed: Mapped[int] = mapped_column(Integer)
+    task: Mapped[str] = mapped_column(Text)
+    last_generation: Mapped[int] = mapped_column(Integer, default=-1)
+
+
+class Genome(Base):
+    """A genome's canonical YAML, keyed by its content hash; shared by every run."""
+
+    __tablename__ = "genomes"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    yaml: Mapped[str] = mapped_column(Text)
+    sequence: Mapped[str] = mapped_column(Text)
+    created: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Individual(Base):
+    """A birth: one genome placed in slot ``slot`` of generation ``generation`` of a run.
+
+    The same genome can be born many times (in several runs or generations); each birth has
+    its own seed and the operator that made it (None for seeds of the run).
+    """
+
+    __tablename__ = "individuals"
+    __table_args__ = (UniqueConstraint("run_id", "generation", "slot"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    generation: Mapped[int] = mapped_column(Integer)
+    slot: Mapped[int] = mapped_column(Integer)
+    genome_id: Mapped[str] = mapped_column(ForeignKey("genomes.id"), index=True)
+    seed: Mapped[int] = mapped_column(Integer)
+    operator: Mapped[str | None] = mapped_column(Text, nullable=True)
+    change: Mapped[Any | None] = mapped_column(JSONText, nullable=True)
+
+
+class Member(Base):
+    """Population membership: which individuals make up generation ``generation``, in order.
+
+    Survivors of earlier generations appear again here; ``rank`` restores the order.
+    """
+
+    __tablename__ = "members"
+    __table_args__ = (
+        UniqueConstraint("run_id", "generation", "individual_id"),
+        UniqueConstraint("run_id", "generation", "rank"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    generation: Mapped[int] = mapped_column(Integer)
+    rank: Mapped[int] = mapped_column(Integer)
+    individual_id: Mapped[int] = mapped_column(ForeignKey("individuals.id"), index=True)
+
+
+class Evaluation(Base):
+    """The result of training and scoring one genome on a task at a fidelity with a seed.
+
+    The natural key (run, genome, task, fidelity, seed) is UNIQUE, so a retried evaluation
+    cannot double a row; it is also the evaluation cache key. ``fidelity`` holds the
+    canonical JSON of the caller's value (an int level or a name), so both round-trip.
+    ``individual_id`` is the birth whose evaluation produced the row.
+    """
+
+    __tablename__ = "evaluations"
+    __table_args__ = (
+        UniqueConstraint("run_id", "genome_id", "task", "fidelity", "seed"),
+        Index("ix_evaluations_cache", "genome_id", "task", "fidelity", "seed"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    genome_id: Mapped[str] = mapped_column(ForeignKey("genomes.id"))
+    task: Mapped[str] = mapped_column(Text)
+    fidelity: Mapped[str] = mapped_column(Text)
+    seed: Mapped[int] = mapped_column(Integer)
+    individual_id: Mapped[int | None] = mapped_column(
+        ForeignKey("individuals.id"), nullable=True, index=True
+    )
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    metrics: Mapped[Any] = mapped_column(JSONText)
+    wall_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Lineage(Base):
+    """A parent → child edge with the operator and the change record that made the child."""
+
+    __tablename__ = "lineage"
+    __table_args__ = (UniqueConstraint("child_id", "parent_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    child_id: Mapped[int] = mapped_column(ForeignKey("individuals.id"))
+    parent_id: Mapped[int] = mapped_column(ForeignKey("individuals.id"), index=True)
+    operator: Mapped[str | None] = mapped_column(Text, nullable=True)
+    change: Mapped[Any | None] = mapped_column(JSONText, nullable=True)
+
+
+class Policy(Base):
+    """Meta-policy memory: the credit of an operator in a context (task / region type)."""
+
+    __tablename__ = "policy"
+    __table_args__ = (UniqueConstraint("run_id", "operator", "context"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    operator: Mapped[str] = mapped_column(Text)
+    context: Mapped[str] = mapped_column(Text)
+    successes: Mapped[float] = mapped_column(Float)
+    trials: Mapped[float] = mapped_column(Float)
+
+
+class Archive(Base):
+    """The run's current archive of elite genomes (a new run may start from it)."""
+
+    __tablename__ = "archive"
+    __table_args__ = (UniqueConstraint("run_id", "genome_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    genome_id: Mapped[str] = mapped_column(ForeignKey("genomes.id"))
+    metrics: Mapped[Any] = mapped_column(JSONText)
+
+
+class Artifact(Base):
+    """Trained weights of an individual as safetensors bytes (inline) or a file path.
+
+    ``sha256`` is the digest of the bytes, checked on every read.
+    """
+
+    __tablename__ = "artifacts"
+    __table_args__ = (UniqueConstraint("individual_id", "kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    individual_id: Mapped[int] = mapped_column(ForeignKey("individuals.id"))
+    kind: Mapped[str] = mapped_column(Text)
+    path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    blob: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    created: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

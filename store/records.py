@@ -1,0 +1,195 @@
+"""Plain values that go into and come out of the store; no ORM object leaves a session.
+
+A reference to an individual inside :meth:`Store.commit_generation` is a :data:`Ref`:
+``("slot", n)`` for the individual born in slot ``n`` of the generation being committed
+(its id does not exist yet), ``("id", n)`` for an individual committed earlier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+Ref = tuple[Literal["slot", "id"], int]
+Fidelity = int | str
+
+
+class StoreError(Exception):
+    """Anything the store refuses or cannot do; the message is one line."""
+
+
+def by_slot(slot: int) -> Ref:
+    """Reference to the individual born in ``slot`` of the generation being committed."""
+    return ("slot", slot)
+
+
+def by_id(individual_id: int) -> Ref:
+    """Reference to an individual committed in an earlier generation."""
+    return ("id", individual_id)
+
+
+class GenomeIn(NamedTuple):
+    """A genome to store (a plain ``(id, yaml, sequence)`` tuple works too)."""
+
+    id: str
+    yaml: str
+    sequence: str
+
+
+@dataclass(frozen=True)
+class IndividualIn:
+    """A birth in the generation being committed. ``operator`` is None for seeds."""
+
+    slot: int
+    genome_id: str
+    seed: int
+    operator: str | None = None
+    change: Any = None
+
+
+@dataclass(frozen=True)
+class EvaluationIn:
+    """One evaluation result; ``individual`` is the birth that was evaluated, if any."""
+
+    genome_id: str
+    task: str
+    fidelity: Fidelity
+    seed: int
+    status: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    wall_seconds: float | None = None
+    individual: Ref | None = None
+
+
+@dataclass(frozen=True)
+class LineageIn:
+    """Edge parent → child; the child is born in this generation (given by its slot)."""
+
+    child: int
+    parent: Ref
+    operator: str | None = None
+    change: Any = None
+
+
+@dataclass(frozen=True)
+class PolicyIn:
+    """The credit of ``operator`` in ``context`` (absolute values, not increments)."""
+
+    operator: str
+    context: str
+    successes: float
+    trials: float
+
+
+@dataclass(frozen=True)
+class ArchiveIn:
+    """An elite genome of the run and the metrics that put it there."""
+
+    genome_id: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    status: str
+    created: datetime
+    seed: int
+    task: str
+    config: dict[str, Any]
+    last_generation: int
+    generations: int  # committed generations: last_generation + 1
+    evaluated: int  # evaluation rows of the run
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    id: int
+    run_id: str
+    genome_id: str
+    task: str
+    fidelity: Fidelity
+    seed: int
+    individual_id: int | None
+    status: str
+    reason: str | None
+    metrics: dict[str, Any]
+    wall_seconds: float | None
+    created: datetime
+
+
+@dataclass(frozen=True)
+class IndividualRecord:
+    """A birth with its genome, parents and evaluations.
+
+    ``evaluations`` are all evaluations of this genome in this run (any task, fidelity,
+    seed), oldest first; ``evaluation`` is the newest of them on the run's task, or None
+    when the genome has not been evaluated there yet.
+    """
+
+    id: int
+    run_id: str
+    generation: int
+    slot: int
+    genome_id: str
+    yaml: str
+    sequence: str
+    seed: int
+    operator: str | None
+    change: Any
+    parents: list[int]
+    evaluation: EvaluationRecord | None
+    evaluations: list[EvaluationRecord]
+
+    @property
+    def status(self) -> str | None:
+        """Evaluation status on the run's task; None means not evaluated yet."""
+        return None if self.evaluation is None else self.evaluation.status
+
+    @property
+    def metrics(self) -> dict[str, Any] | None:
+        return None if self.evaluation is None else self.evaluation.metrics
+
+
+@dataclass(frozen=True)
+class ParentEdge:
+    parent_id: int
+    operator: str | None
+    change: Any
+
+
+@dataclass(frozen=True)
+class AncestryStep:
+    """One individual on the way back to the seeds; ``depth`` 0 is the one asked about.
+
+    A seed has no ``parents``. ``operator`` / ``change`` are those of the individual's
+    birth; each parent edge carries its own (a crossover child has two).
+    """
+
+    individual_id: int
+    depth: int
+    run_id: str
+    generation: int
+    slot: int
+    genome_id: str
+    operator: str | None
+    change: Any
+    parents: list[ParentEdge]
+
+
+@dataclass(frozen=True)
+class PolicyRecord:
+    operator: str
+    context: str
+    successes: float
+    trials: float
+
+
+@dataclass(frozen=True)
+class ArchiveRecord:
+    genome_id: str
+    yaml: str
+    sequence: str
+    metrics: dict[str, Any]
