@@ -66,6 +66,8 @@ def load_yaml(text: str | bytes) -> Any:
         raise GenomeError(f"invalid YAML{where}: {problem}") from None
     except RecursionError:
         raise GenomeError("document nests too deeply") from None
+    except ValueError as e:  # e.g. an integer literal of thousands of digits
+        raise GenomeError(f"invalid YAML value: {str(e).split(';')[0]}") from None
 
 
 def dump_yaml(doc: dict[str, Any]) -> str:

@@ -1,0 +1,28 @@
+"""Evolution: the DEAP loop that breeds, evaluates, selects and records DOGMA genomes.
+
+    Engine(RunConfig(...), store, pool).run()   one search, committed generation by generation
+    Engine.resume(run_id, store, pool)          continue a run from its last committed generation
+    export_individual(store, record, out_dir)   a standalone model directory
+
+The `evolve` command lives in `evolution.cli`. Names are imported on first use (PEP 562)
+so that `evolve genome validate` answers without loading torch.
+"""
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "Engine": "evolution.engine", "RunConfig": "evolution.engine",
+    "best_of": "evolution.engine", "derive_seed": "evolution.engine",
+    "MUTATIONS": "evolution.operators", "Discard": "evolution.operators",
+    "vary": "evolution.operators", "repair": "evolution.repair",
+    "pareto_front": "evolution.selection", "export_individual": "evolution.export",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'evolution' has no attribute {name!r}")

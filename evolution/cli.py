@@ -1,0 +1,369 @@
+"""The `evolve` command: parse, call library functions, print. Every command takes
+`--store URL` and `--json`; bad input exits 2 with a one-line reason on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from evolution.errors import UsageError
+from genome import GenomeError, load_genome
+
+DEFAULT_STORE = "sqlite:///evolve.db"
+EXIT_USAGE = 2
+
+
+def _out(args: argparse.Namespace) -> Console:
+    # No markup: sequence views are full of brackets that rich would read as tags.
+    return Console(highlight=False, soft_wrap=True, markup=False)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, markup=False)
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _open_store(url: str):
+    from store import Store  # imported on use: `genome validate` must answer fast
+
+    return Store(url)
+
+
+# -- evolve run ---------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from evaluation import EvaluationPool
+    from evolution.engine import Engine, RunConfig, best_of
+    from evolution.progress import RunProgress
+    from evolution.selection import pareto_front
+    from evolution.summary import individual_summary
+
+    overrides = {k: v for k, v in {
+        "population": args.population, "generations": args.generations, "steps": args.steps,
+        "task": args.task, "seed": args.seed, "workers": args.workers,
+        "ray_address": args.ray_address, "max_params": args.max_params,
+    }.items() if v is not None}
+    if overrides.get("population", 2) < 2:
+        raise UsageError("--population must be at least 2")
+    for name in ("generations", "steps"):
+        if overrides.get(name, 1) < (0 if name == "generations" else 1):
+            raise UsageError(f"--{name} is out of range")
+    from evaluation import get_task
+    try:
+        get_task(overrides.get("task", "mqar"))
+    except (KeyError, ValueError) as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    store = _open_store(args.store)
+    progress = RunProgress(enabled=not args.quiet)
+    with progress:
+        if args.resume:
+            config_overrides = {k: v for k, v in overrides.items()
+                                if k in ("generations", "workers", "ray_address")}
+            try:
+                engine = Engine.resume(args.resume, store, None, on_event=progress.on_event,
+                                       **config_overrides)
+            except KeyError as e:
+                raise UsageError(str(e).strip("'\"")) from None
+        else:
+            engine = Engine(RunConfig(**overrides), store, None, on_event=progress.on_event)
+        progress.start(engine.run_id, engine.config)
+        with EvaluationPool(workers=engine.config.workers, ray_address=engine.config.ray_address,
+                            timeout_s=engine.config.timeout_s) as pool:
+            engine.pool = pool
+            try:
+                population = engine.run()
+            except BaseException:
+                store.set_run_status(engine.run_id, "failed")
+                raise
+    best = best_of(population)
+    front = pareto_front(population)
+    result = {
+        "run_id": engine.run_id,
+        "best": individual_summary(best),
+        "pareto": [individual_summary(i) for i in front],
+        "generations": engine.config.generations + 1,
+        "evaluated": store.get_run(engine.run_id).evaluated,
+        "wall_seconds": round(progress.elapsed(), 1),
+    }
+    if args.json:
+        _emit_json(result)
+    else:
+        _print_run_summary(result, front)
+    return 0
+
+
+def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
+    out = Console(highlight=False, markup=False)
+    table = Table(title=f"Pareto front of run {result['run_id']} (accuracy ↑, parameters ↓)")
+    for col in ("id", "genome", "accuracy", "params", "sequence"):
+        table.add_column(col, overflow="fold")
+    for ind in front:
+        table.add_row(str(ind.id), ind.genome.id[:12], f"{ind.metrics.get('accuracy', 0):.3f}",
+                      f"{int(ind.metrics.get('params', 0)):,}", Text(ind.genome.sequence_view()))
+    out.print(table)
+    best = result["best"]
+    out.print(f"best: individual {best['id']} ({best['genome_id'][:12]}), accuracy "
+              f"{best['metrics'].get('accuracy', 0):.3f}, {int(best['metrics'].get('params', 0)):,} "
+              f"parameters; {result['evaluated']} evaluations in {result['wall_seconds']} s")
+    out.print(f"next: evolve audit {best['id']}   evolve export --run {result['run_id']} "
+              f"--best -o best-model")
+
+
+# -- evolve runs --------------------------------------------------------------------------
+def cmd_runs(args: argparse.Namespace) -> int:
+    runs = _open_store(args.store).list_runs()
+    rows = [{"id": r.id, "status": r.status, "generations": r.generations,
+             "evaluated": r.evaluated, "created": r.created.isoformat(timespec="seconds"),
+             "task": r.task, "seed": r.seed} for r in runs]
+    if args.json:
+        _emit_json(rows)
+        return 0
+    table = Table(title="runs")
+    for col in ("id", "status", "generations", "evaluated", "created", "task", "seed"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*(str(r[c]) for c in ("id", "status", "generations", "evaluated", "created",
+                                            "task", "seed")))
+    _out(args).print(table)
+    return 0
+
+
+# -- evolve audit / lineage ---------------------------------------------------------------
+def cmd_audit(args: argparse.Namespace) -> int:
+    from evolution.summary import audit_record, resolve_individual
+
+    store = _open_store(args.store)
+    record = resolve_individual(store, args.id)
+    data = audit_record(store, record)
+    if args.json:
+        _emit_json(data)
+        return 0
+    out = _out(args)
+    out.print(f"individual {data['id']} (run {data['run_id']}, generation "
+              f"{data['generation']})")
+    out.print(f"genome    {data['genome_id']}")
+    out.print(f"sequence  {data['sequence']}")
+    out.print(f"operator  {data['operator'] or 'seed'}  change {json.dumps(data['change'])}")
+    out.print(f"parents   {data['parents'] or '-'}")
+    out.print(f"metrics   {json.dumps(data['metrics'], sort_keys=True)}")
+    out.print(f"params {data['params']:,}  active {data['active_params']:,}  state bytes/token "
+              f"{data['state_bytes_per_token']:,}  fixed {data['state_bytes_fixed']:,}")
+    out.print("regions:")
+    for r in data["regions"]:
+        out.print(f"  {r['id']:>6} {r['type']:<11} {r['summary']}")
+    out.print("ancestry (back to the seeds):")
+    for step in data["ancestry"]:
+        change = "seed" if step["operator"] is None else \
+            f"{step['operator']} {json.dumps(step['change'])}"
+        out.print(f"  {'  ' * step['depth']}#{step['id']} gen {step['generation']} "
+                  f"{step['genome_id'][:12]}  {change}")
+    return 0
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    from evolution.summary import audit_record, resolve_individual
+
+    store = _open_store(args.store)
+    data = audit_record(store, resolve_individual(store, args.id))["ancestry"]
+    if args.json:
+        _emit_json(data)
+        return 0
+    out = _out(args)
+    for step in data:
+        what = "seed" if step["operator"] is None else step["operator"]
+        out.print(f"{'  ' * step['depth']}#{step['id']} gen {step['generation']} "
+                  f"{step['genome_id'][:12]} {what} <- {step['parents'] or '-'}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from evolution.summary import genome_diff, resolve_individual
+    from genome import Genome
+
+    store = _open_store(args.store)
+    a, b = (resolve_individual(store, key) for key in (args.a, args.b))
+    changes = genome_diff(Genome.from_yaml(a.yaml), Genome.from_yaml(b.yaml))
+    if args.json:
+        _emit_json({"a": a.id, "b": b.id, "changes": changes})
+        return 0
+    out = _out(args)
+    out.print(f"#{a.id} {a.sequence}\n#{b.id} {b.sequence}")
+    for c in changes or [{"where": "-", "a": "identical", "b": "identical"}]:
+        out.print(f"  {c['where']}: {c['a']} -> {c['b']}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from evolution.summary import run_report
+
+    store = _open_store(args.store)
+    run_id = args.run or (max(store.list_runs(), key=lambda r: r.created).id
+                          if store.list_runs() else None)
+    if run_id is None or store.get_run(run_id) is None:
+        raise UsageError(f"no run {args.run}" if args.run else "the store holds no runs")
+    data = run_report(store, run_id)
+    if args.json:
+        _emit_json(data)
+        return 0
+    table = Table(title=f"run {run_id} ({data['status']}, task {data['task']})")
+    for col in ("generation", "born", "evaluated", "failed", "best accuracy", "mean accuracy"):
+        table.add_column(col)
+    for g in data["generations"]:
+        table.add_row(str(g["generation"]), str(g["born"]), str(g["evaluated"]), str(g["failed"]),
+                      f"{g['best_accuracy']:.3f}", f"{g['mean_accuracy']:.3f}")
+    out = _out(args)
+    out.print(table)
+    out.print(f"failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
+    return 0
+
+
+# -- evolve genome show / validate --------------------------------------------------------
+def _load(source: str):
+    try:
+        return load_genome(source)
+    except GenomeError as e:
+        raise UsageError(f"{source}: {e}") from None
+
+
+def cmd_genome_show(args: argparse.Namespace) -> int:
+    from phenotype import account
+
+    genome = _load(args.source)
+    acct = account(genome, args.seq_len)
+    if args.json:
+        _emit_json({"genome_id": genome.id, "sequence": genome.sequence_view(),
+                    **acct.to_dict()})
+        return 0
+    out = _out(args)
+    if args.format == "yaml":
+        sys.stdout.write(genome.to_yaml())
+        return 0
+    out.print(f"genome    {genome.id}")
+    out.print(f"sequence  {genome.sequence_view()}")
+    for key, value in acct.to_dict().items():
+        out.print(f"{key:<22}{value:,}")
+    return 0
+
+
+def cmd_genome_validate(args: argparse.Namespace) -> int:
+    genome = _load(args.source)
+    if args.json:
+        _emit_json({"valid": True, "genome_id": genome.id})
+    else:
+        _out(args).print(f"valid: {genome.id}")
+    return 0
+
+
+# -- evolve export ------------------------------------------------------------------------
+def cmd_export(args: argparse.Namespace) -> int:
+    from evolution.export import export_individual
+    from evolution.summary import best_individual, resolve_individual
+
+    store = _open_store(args.store)
+    if args.best:
+        record = best_individual(store, args.run)
+    else:
+        record = resolve_individual(store, args.id)
+    info = export_individual(store, record, args.output, progress=_err())
+    if args.json:
+        _emit_json(info)
+    else:
+        _out(args).print(f"exported individual {record.id} to {args.output}: "
+                         f"{', '.join(info['files'])}")
+    return 0
+
+
+# -- parser -------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", default=os.environ.get("EVOLVE_STORE", DEFAULT_STORE),
+                        help="SQLAlchemy URL of the store (default: sqlite:///evolve.db)")
+    common.add_argument("--json", action="store_true", help="one JSON document on stdout")
+
+    parser = argparse.ArgumentParser(prog="evolve", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", parents=[common], help="run an evolutionary search")
+    run.add_argument("--population", type=int)
+    run.add_argument("--generations", type=int, help="offspring generations after the seeds")
+    run.add_argument("--steps", type=int, help="training steps per evaluation")
+    run.add_argument("--task")
+    run.add_argument("--seed", type=int)
+    run.add_argument("--workers", type=int)
+    run.add_argument("--ray-address", help="join an existing Ray cluster (default: local)")
+    run.add_argument("--max-params", type=int, help="hard parameter budget")
+    run.add_argument("--resume", metavar="RUN_ID", help="continue a run from its last generation")
+    run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.set_defaults(func=cmd_run)
+
+    runs = sub.add_parser("runs", parents=[common], help="list runs")
+    runs.set_defaults(func=cmd_runs)
+
+    audit = sub.add_parser("audit", parents=[common], help="an individual and its ancestry")
+    audit.add_argument("id", help="individual id or genome-id prefix")
+    audit.set_defaults(func=cmd_audit)
+
+    lineage = sub.add_parser("lineage", parents=[common], help="ancestry tree of an individual")
+    lineage.add_argument("id", help="individual id or genome-id prefix")
+    lineage.set_defaults(func=cmd_lineage)
+
+    diff = sub.add_parser("diff", parents=[common], help="what differs between two individuals")
+    diff.add_argument("a", help="individual id or genome-id prefix")
+    diff.add_argument("b", help="individual id or genome-id prefix")
+    diff.set_defaults(func=cmd_diff)
+
+    report = sub.add_parser("report", parents=[common], help="per-generation summary of a run")
+    report.add_argument("--run", help="run id (default: the latest run)")
+    report.set_defaults(func=cmd_report)
+
+    genome = sub.add_parser("genome", help="show or validate a genome")
+    gsub = genome.add_subparsers(dest="genome_command", required=True)
+    show = gsub.add_parser("show", parents=[common], help="sequence view and accounting")
+    show.add_argument("source", help="FILE or preset:NAME")
+    show.add_argument("--format", choices=("text", "yaml"), default="text")
+    show.add_argument("--seq-len", type=int, default=2048, help="context for FLOPs (2048)")
+    show.set_defaults(func=cmd_genome_show)
+    validate = gsub.add_parser("validate", parents=[common], help="exit 0 if valid, 2 if not")
+    validate.add_argument("source", help="FILE or preset:NAME")
+    validate.set_defaults(func=cmd_genome_validate)
+
+    export = sub.add_parser("export", parents=[common], help="export a trained phenotype")
+    export.add_argument("--run", help="run id (default: the latest run)")
+    which = export.add_mutually_exclusive_group(required=True)
+    which.add_argument("--best", action="store_true", help="the run's best individual")
+    which.add_argument("--id", help="individual id or genome-id prefix")
+    export.add_argument("-o", "--output", required=True, help="output directory")
+    export.set_defaults(func=cmd_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return handler(args)
+    except Exception as e:
+        store = sys.modules.get("store")  # a StoreError can only come from a loaded store
+        known = (UsageError, GenomeError) + ((store.StoreError,) if store else ())
+        if not isinstance(e, known):
+            raise
+        sys.stderr.write(f"evolve: error: {' '.join(str(e).split())}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("evolve: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

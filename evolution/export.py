@@ -1,0 +1,163 @@
+"""Export a trained phenotype as a standalone model directory.
+
+    model.pt2             torch.export program: token ids (B, T) int64 -> logits (B, T, V)
+    model.safetensors     the trained weights (shared tensors stored once)
+    genome.yaml           the canonical genome
+    example.safetensors   an `input` and the `output` the program must give for it
+    README.md             a model card: metrics, lineage summary, how to load it
+
+Loading needs torch alone: `torch.export.load("model.pt2").module()(ids)`. The weights come
+from the store's artifact when the run kept one, else the individual is re-trained from its
+stored genome, seed and fidelity (a replay: deterministic on CPU).
+The directory is written under a temporary name and renamed into place, so a failed export
+leaves nothing half-written; an existing non-empty directory is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_model, save_file, save_model
+
+from evolution.errors import UsageError
+from genome import Genome
+from phenotype import account, decode
+from store import IndividualRecord, Store
+
+WEIGHTS_ARTIFACT = "weights"
+
+
+def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = None):
+    """The individual's trained model: from its stored weights, or by replaying training."""
+    genome = Genome.from_yaml(record.yaml)
+    model = decode(genome)
+    blob = store.get_artifact(record.id, WEIGHTS_ARTIFACT)
+    if blob is not None:
+        with tempfile.NamedTemporaryFile(suffix=".safetensors") as f:
+            f.write(blob)
+            f.flush()
+            load_model(model, f.name)
+        return model.eval(), "stored weights"
+    from evaluation import EvalRequest, train_model
+
+    evaluation = record.evaluation
+    if evaluation is None or evaluation.status != "ok":
+        raise UsageError(f"individual {record.id} has no successful evaluation to replay")
+    if progress is not None:
+        progress.print(f"no stored weights for individual {record.id}: re-training it "
+                       f"({evaluation.fidelity} steps, seed {evaluation.seed})")
+    request = EvalRequest(genome_yaml=record.yaml, genome_id=record.genome_id,
+                          task=evaluation.task, fidelity=int(evaluation.fidelity),
+                          seed=evaluation.seed)
+    model, result = train_model(request)
+    if result.status != "ok":
+        raise UsageError(f"replaying individual {record.id} failed: {result.reason}")
+    return model.eval(), "replayed training"
+
+
+def _export_program(model: torch.nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
+    """A program with dynamic batch and length where tracing allows it, else static shapes."""
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    length = torch.export.Dim("length", min=2, max=max(2, model.cfg.max_len))
+    try:
+        return torch.export.export(model, (example,), dynamic_shapes=({0: batch, 1: length},))
+    except Exception:  # data-dependent control flow in some mixer: fall back to fixed shapes
+        return torch.export.export(model, (example,))
+
+
+def export_individual(store: Store, record: IndividualRecord, out_dir: str,
+                      progress: Any = None) -> dict[str, Any]:
+    """Write the export directory for `record`; return what was written."""
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out_dir} exists and is not an empty directory")
+    genome = Genome.from_yaml(record.yaml)
+    model, source = trained_phenotype(store, record, progress)
+    evaluation = record.evaluation
+    task_name = evaluation.task if evaluation else "mqar"
+    from evaluation import get_task
+
+    task = get_task(task_name)
+    gen = torch.Generator().manual_seed(0)
+    example, _ = task.batch(gen, 2)
+    with torch.no_grad():
+        expected = model(example)
+    program = _export_program(model, example)
+    dynamic = bool(program.range_constraints)
+
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent if out.parent.exists() else None))
+    try:
+        torch.export.save(program, str(tmp / "model.pt2"))
+        save_model(model, str(tmp / "model.safetensors"))
+        save_file({"input": example.contiguous(), "output": expected.contiguous()},
+                  str(tmp / "example.safetensors"))
+        (tmp / "genome.yaml").write_text(genome.to_yaml())
+        (tmp / "README.md").write_text(_model_card(store, record, genome, source, dynamic, task))
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"id": record.id, "genome_id": record.genome_id, "directory": str(out),
+            "weights_from": source, "dynamic_shapes": dynamic,
+            "files": sorted(p.name for p in out.iterdir())}
+
+
+def _model_card(store: Store, record: IndividualRecord, genome: Genome, source: str,
+                dynamic: bool, task: Any) -> str:
+    acct = account(genome, task.seq_len)
+    metrics = record.metrics or {}
+    ancestry = store.ancestry(record.id)
+    seeds = [s for s in ancestry if not s.parents]
+    ops: dict[str, int] = {}
+    for s in ancestry:
+        if s.operator:
+            ops[s.operator] = ops.get(s.operator, 0) + 1
+    shapes = ("dynamic batch and length" if dynamic
+              else f"fixed shape {tuple(task.batch(torch.Generator(), 2)[0].shape)}")
+    return f"""# DOGMA phenotype {record.genome_id[:12]}
+
+Individual {record.id} of run `{record.run_id}` (generation {record.generation}), exported by
+DOGMA evolve. Weights: {source}.
+
+    {genome.sequence_view()}
+
+## Metrics ({task.name}, {metrics.get('steps', '?')} training steps)
+
+```json
+{json.dumps(metrics, indent=2, sort_keys=True)}
+```
+
+| accounting | value |
+| --- | --- |
+| parameters | {acct.params:,} |
+| active parameters | {acct.active_params:,} |
+| FLOPs per token at context {task.seq_len} | {acct.flops_per_token:,} |
+| inference state bytes per token | {acct.state_bytes_per_token:,} |
+| fixed inference state bytes | {acct.state_bytes_fixed:,} |
+
+## Lineage
+
+{len(ancestry) - 1} ancestors back to {len(seeds)} seed(s); operators on the way:
+{', '.join(f'{k} x{v}' for k, v in sorted(ops.items())) or 'none (a seed)'}.
+`evolve audit {record.id}` shows every step with its change.
+
+## Loading (torch alone)
+
+```python
+import torch
+from safetensors.torch import load_file
+
+program = torch.export.load("model.pt2").module()   # {shapes}
+example = load_file("example.safetensors")
+logits = program(example["input"])                  # (B, T) int64 -> (B, T, {genome.structural['vocab']})
+assert torch.allclose(logits, example["output"], atol=1e-4)
+```
+"""

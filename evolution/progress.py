@@ -1,0 +1,67 @@
+"""The live progress display of `evolve run` (on stderr, so `--json` keeps stdout clean)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class RunProgress:
+    """One bar per generation: evaluations done / to do, best accuracy so far."""
+
+    def __init__(self, enabled: bool = True):
+        self.console = Console(stderr=True, highlight=False)
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
+            console=self.console, disable=not enabled, transient=False)
+        self.task_id: Any = None
+        self.generations = 0
+        self.best = 0.0
+        self.failed = 0
+        self.t0 = time.perf_counter()
+
+    def __enter__(self) -> RunProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def start(self, run_id: str, config: Any) -> None:
+        self.generations = config.generations
+        if self.enabled:
+            self.console.print(
+                f"run {run_id}: population {config.population}, {config.generations} "
+                f"generations after the seeds, task {config.task}, {config.steps} steps each")
+
+    def _note(self) -> str:
+        return f"best acc {self.best:.3f}" + (f", {self.failed} failed" if self.failed else "")
+
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "generation":
+            g = data["generation"]
+            label = "seeds" if g == 0 else f"gen {g}/{self.generations}"
+            self.task_id = self.progress.add_task(label, total=None, note=self._note())
+        elif kind == "result":
+            result = data["result"]
+            if result.status == "ok":
+                self.best = max(self.best, float(result.metrics.get("accuracy", 0.0)))
+            else:
+                self.failed += 1
+            self.progress.update(self.task_id, total=data["total"], completed=data["done"],
+                                 note=self._note())
+        elif kind == "committed":
+            report = data["report"]
+            task = self.progress.tasks[-1] if self.progress.tasks else None
+            total = task.total if task is not None and task.total is not None else 0
+            self.progress.update(self.task_id, total=total, completed=total,
+                                 note=self._note() + f", {report.cached} cached, "
+                                 f"{len(report.discarded)} discarded")

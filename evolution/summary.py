@@ -1,0 +1,146 @@
+"""Plain-data views of individuals for the command line: run results, audits, lookups."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evolution.errors import UsageError
+from genome import Genome
+from phenotype import account
+from store import IndividualRecord, Store
+
+
+def individual_summary(ind: Any) -> dict[str, Any]:
+    """id, genome_id and metrics of an in-memory individual (evolution.types.Candidate)."""
+    return {"id": ind.id, "genome_id": ind.genome.id, "metrics": dict(ind.metrics),
+            "status": ind.status, "sequence": ind.genome.sequence_view()}
+
+
+def resolve_individual(store: Store, key: str) -> IndividualRecord:
+    """An individual by integer id, or by genome-id prefix (newest individual of that genome)."""
+    key = key.strip()
+    if key.isdigit():
+        record = store.individual(int(key))
+        if record is None:
+            raise UsageError(f"no individual {key}")
+        return record
+    if not re.fullmatch(r"[0-9a-fA-F]{4,64}", key):
+        raise UsageError(f"{key!r:.70} is neither an individual id nor a genome-id prefix "
+                         "(4+ hex digits)")
+    matches = store.find_individuals_by_genome_prefix(key.lower())
+    genomes = {m.genome_id for m in matches}
+    if not matches:
+        raise UsageError(f"no genome with id prefix {key}")
+    if len(genomes) > 1:
+        raise UsageError(f"genome-id prefix {key} is ambiguous ({len(genomes)} genomes)")
+    return max(matches, key=lambda m: m.id)
+
+
+def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
+    """The run's (default: newest run's) best evaluated individual: accuracy ↑, params ↓."""
+    if run_id is None:
+        runs = store.list_runs()
+        if not runs:
+            raise UsageError("the store holds no runs")
+        run_id = max(runs, key=lambda r: r.created).id
+    elif store.get_run(run_id) is None:
+        raise UsageError(f"no run {run_id}")
+    evaluated = [i for i in store.individuals(run_id) if i.status == "ok"]
+    if not evaluated:
+        raise UsageError(f"run {run_id} has no successfully evaluated individual")
+    return min(evaluated, key=lambda i: (-i.metrics.get("accuracy", 0.0),
+                                         i.metrics.get("params", 0), i.id))
+
+
+def _region_summary(genome: Genome) -> list[dict[str, Any]]:
+    out = []
+    for r in genome.regions:
+        if r.settings:
+            summary = " ".join(f"{k}={v}" for k, v in r.settings)
+        else:
+            summary = " ".join(f"{b.type}:{b.gene.kind}" for b in r.bases)
+        out.append({"id": r.id, "type": r.type, "summary": summary})
+    return out
+
+
+def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
+    """Everything `evolve audit` shows, as plain data."""
+    genome = Genome.from_yaml(record.yaml)
+    acct = account(genome)
+    ancestry = [{"id": s.individual_id, "depth": s.depth, "generation": s.generation,
+                 "genome_id": s.genome_id, "operator": s.operator, "change": s.change,
+                 "parents": [p.parent_id for p in s.parents]}
+                for s in store.ancestry(record.id)]
+    return {
+        "id": record.id, "run_id": record.run_id, "generation": record.generation,
+        "genome_id": record.genome_id, "sequence": record.sequence,
+        "regions": _region_summary(genome), "edges": [
+            {"source": e.source, "target": e.target, "kind": e.kind} for e in genome.edges],
+        "parents": record.parents, "operator": record.operator, "change": record.change,
+        "status": record.status, "metrics": record.metrics or {},
+        "reason": record.evaluation.reason if record.evaluation else None,
+        "seed": record.seed,
+        "params": acct.params, "active_params": acct.active_params,
+        "state_bytes_per_token": acct.state_bytes_per_token,
+        "state_bytes_fixed": acct.state_bytes_fixed,
+        "flops_per_token": acct.flops_per_token,
+        "ancestry": ancestry,
+    }
+
+
+def genome_diff(a: Genome, b: Genome) -> list[dict[str, Any]]:
+    """Region-by-region differences: settings, bases (kind and params) and edges."""
+    changes: list[dict[str, Any]] = []
+    regions_a = {r.id: r for r in a.regions}
+    regions_b = {r.id: r for r in b.regions}
+    for rid in sorted(set(regions_a) | set(regions_b)):
+        ra, rb = regions_a.get(rid), regions_b.get(rid)
+        if ra is None or rb is None:
+            changes.append({"where": rid, "a": ra.type if ra else None,
+                            "b": rb.type if rb else None})
+            continue
+        sa, sb = ra.settings_dict, rb.settings_dict
+        for key in sorted(set(sa) | set(sb)):
+            if sa.get(key) != sb.get(key):
+                changes.append({"where": f"{rid}.{key}", "a": sa.get(key), "b": sb.get(key)})
+        for j in range(max(len(ra.bases), len(rb.bases))):
+            ba = ra.bases[j] if j < len(ra.bases) else None
+            bb = rb.bases[j] if j < len(rb.bases) else None
+            if ba != bb:
+                def show(base: Any) -> Any:
+                    return None if base is None else f"{base.type}:{base.gene.kind}{base.gene.as_dict}"
+                changes.append({"where": f"{rid}/{j}", "a": show(ba), "b": show(bb)})
+    edges_a = {(e.source, e.target, e.kind) for e in a.edges}
+    edges_b = {(e.source, e.target, e.kind) for e in b.edges}
+    for e in sorted(edges_a ^ edges_b):
+        changes.append({"where": f"edge {e[0]}->{e[1]}", "a": e[2] if e in edges_a else None,
+                        "b": e[2] if e in edges_b else None})
+    return changes
+
+
+def run_report(store: Store, run_id: str) -> dict[str, Any]:
+    """Per generation: births, evaluations, failures, best and mean accuracy; failure types."""
+    run = store.get_run(run_id)
+    individuals = store.individuals(run_id)
+    generations = []
+    failures: dict[str, int] = {}
+    operators: dict[str, int] = {}
+    for g in range(run.generations):
+        born = [i for i in individuals if i.generation == g]
+        evaluated = [i for i in born if i.evaluation is not None and
+                     i.evaluation.individual_id == i.id]
+        accuracies = [i.metrics.get("accuracy", 0.0) for i in born if i.status == "ok"]
+        for i in evaluated:
+            if i.status != "ok":
+                failures[i.status] = failures.get(i.status, 0) + 1
+        for i in born:
+            if i.operator:
+                operators[i.operator] = operators.get(i.operator, 0) + 1
+        generations.append({
+            "generation": g, "born": len(born), "evaluated": len(evaluated),
+            "failed": sum(i.status != "ok" for i in evaluated),
+            "best_accuracy": max(accuracies, default=0.0),
+            "mean_accuracy": sum(accuracies) / len(accuracies) if accuracies else 0.0})
+    return {"run_id": run_id, "status": run.status, "task": run.task, "config": run.config,
+            "generations": generations, "failures": failures, "operators": operators}

@@ -1,0 +1,12 @@
+"""Test-session settings that must hold before anything imports triton or starts Ray."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+# Triton kernels run on CPU only in interpreter mode, and the variable is read when triton
+# is imported: set it here, before any test module imports kernels. A GPU keeps real kernels.
+if not (shutil.which("nvidia-smi") or os.environ.get("CUDA_VISIBLE_DEVICES")):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
