@@ -1,0 +1,45 @@
+"""Train and score candidates on locally generated tasks; failures are results, not errors.
+
+- ``get_task(name, **overrides)`` / ``TASKS``: seeded synthetic tasks (``mqar`` ...).
+- ``train_and_score(model, task, steps, seed, ...)``: AdamW training, held-out metrics.
+- ``evaluate(request, build_model=None)``: one ``EvalRequest`` -> one ``EvalResult``,
+  with status ``ok | invalid | nan | oom | timeout | crash``; never raises.
+- ``EvaluationPool(workers, ray_address, timeout_s, max_retries)``: the same on Ray,
+  one task per candidate, results in request order.
+"""
+
+from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
+from .evaluate import (
+    DEFAULT_STEPS,
+    account_genome,
+    build_from_genome,
+    classify_failure,
+    estimate_training_bytes,
+    evaluate,
+)
+from .pool import EvaluationPool
+from .result import STATUSES, EvalRequest, EvalResult
+from .tasks import IGNORE_INDEX, TASKS, Task, get_task
+from .trainer import train_and_score
+
+__all__ = [
+    "DEFAULT_STEPS",
+    "IGNORE_INDEX",
+    "STATUSES",
+    "TASKS",
+    "EvalRequest",
+    "EvalResult",
+    "EvaluationPool",
+    "EvaluationTimeout",
+    "IncompatibleModel",
+    "MemoryBudgetExceeded",
+    "NonFiniteLoss",
+    "Task",
+    "account_genome",
+    "build_from_genome",
+    "classify_failure",
+    "estimate_training_bytes",
+    "evaluate",
+    "get_task",
+    "train_and_score",
+]

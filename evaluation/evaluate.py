@@ -1,0 +1,272 @@
+"""Evaluate one candidate: build, account, train, score — and never raise.
+
+Every outcome is an ``EvalResult``. A failure is data (``invalid``, ``nan``, ``oom``,
+``timeout``, ``crash``) that scores as a failure; it must not stop an evolutionary run.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
+from .result import EvalRequest, EvalResult, Status, one_line
+from .tasks import Task, get_task
+from .trainer import DEFAULT_BATCH_SIZE, train_and_score
+
+DEFAULT_STEPS = 300  # a fidelity at which the default mqar separates mixers from none
+
+#: ``build_model(genome_yaml) -> model | (model, vocab_size) | (model, vocab_size, max_len)``
+#: (``None`` for an unknown size). Raising ``ValueError`` (``genome.GenomeError`` is one)
+#: marks the genome ``invalid``, as do sizes smaller than the task needs.
+ModelBuilder = Callable[[str], "nn.Module | tuple[nn.Module, int | None, ...]"]
+#: ``account_model(genome_yaml, seq_len) -> {"params": ..., "flops_per_token": ...}``.
+ModelAccountant = Callable[[str, int], Mapping[str, int]]
+
+ACCOUNT_FIELDS = (
+    "params",
+    "active_params",
+    "state_bytes_per_token",
+    "state_bytes_fixed",
+    "flops_per_token",
+)
+
+
+def build_from_genome(genome_yaml: str) -> tuple[nn.Module, int | None, int | None]:
+    """The default builder: parse the DOGMA genome and decode its phenotype.
+
+    Returns ``(model, vocab, max_len)`` from the genome's structural region. ``genome``
+    and ``phenotype`` are imported at call time, so this package loads without them.
+    """
+    from genome import Genome
+    from phenotype import decode
+
+    genome = Genome.from_yaml(genome_yaml)
+    structural = getattr(genome, "structural", None) or {}
+    return (
+        decode(genome),
+        _int_or_none(structural.get("vocab")),
+        _int_or_none(structural.get("max_len")),
+    )
+
+
+def account_genome(genome_yaml: str, seq_len: int) -> dict[str, int]:
+    """The default accountant: ``phenotype.account`` at the task's context length."""
+    from genome import Genome
+    from phenotype import account
+
+    accounting = account(Genome.from_yaml(genome_yaml), seq_len)
+    return {name: int(getattr(accounting, name)) for name in ACCOUNT_FIELDS
+            if getattr(accounting, name, None) is not None}
+
+
+def evaluate(
+    request: EvalRequest,
+    build_model: ModelBuilder | None = None,
+    *,
+    account_model: ModelAccountant | None = None,
+    train_options: Mapping[str, Any] | None = None,
+) -> EvalResult:
+    """Train and score ``request``'s genome on its task; always returns an ``EvalResult``.
+
+    ``build_model`` defaults to ``build_from_genome`` and then ``account_model`` to
+    ``account_genome``; with a custom builder, parameters are counted with ``numel``
+    unless an accountant is given. ``train_options`` go to ``train_and_score``
+    (``lr``, ``weight_decay`` ...).
+
+    Status mapping: ``ValueError`` while building (``GenomeError`` included), an unknown
+    task or a model whose logits do not fit the task -> ``invalid``; a non-finite loss or
+    gradient -> ``nan``; ``torch.OutOfMemoryError``, ``MemoryError``, a ``RuntimeError``
+    saying "out of memory", or an estimated training memory over
+    ``request.max_memory_bytes`` -> ``oom``; more than ``request.timeout_s`` seconds ->
+    ``timeout``; any other exception -> ``crash`` with its type and message.
+    """
+    start = time.perf_counter()
+    metrics: dict[str, Any] = {}
+    model: nn.Module | None = None
+
+    def finish(status: Status, reason: str = "") -> EvalResult:
+        return EvalResult.for_request(
+            request, status, reason, metrics, wall_seconds=time.perf_counter() - start
+        )
+
+    try:
+        try:
+            task = get_task(request.task, **request.task_overrides)
+        except ValueError as error:
+            return finish("invalid", f"task: {error}")
+        device = torch.device(
+            request.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        )
+        batch_size = request.batch_size or DEFAULT_BATCH_SIZE
+        torch.manual_seed(request.seed)  # initial weights follow the seed
+
+        if build_model is None:
+            build_model = build_from_genome
+            account_model = account_model or account_genome
+        try:
+            built = build_model(request.genome_yaml)
+        except ValueError as error:
+            return finish("invalid", _describe(error))
+        model, vocab_size, max_len = _unpack_built(built)
+        if not isinstance(model, nn.Module):
+            return finish("invalid", f"builder returned {type(model).__name__}, not a Module")
+        if vocab_size is not None and vocab_size < task.vocab_size:
+            return finish(
+                "invalid",
+                f"genome vocabulary {vocab_size} < task {task.name} vocabulary {task.vocab_size}",
+            )
+        if max_len is not None and max_len < task.seq_len:
+            return finish(
+                "invalid", f"genome max_len {max_len} < task {task.name} seq_len {task.seq_len}"
+            )
+
+        metrics["params"] = sum(p.numel() for p in model.parameters())
+        if account_model is not None:
+            try:
+                metrics.update(account_model(request.genome_yaml, task.seq_len))
+            except Exception as error:  # accounting bugs must not hide a trained score
+                metrics["accounting_error"] = one_line(_describe(error), 200)
+
+        if request.max_memory_bytes is not None:
+            estimate = estimate_training_bytes(
+                model, task, batch_size, limit=request.max_memory_bytes
+            )
+            metrics["estimated_memory_bytes"] = estimate
+            if estimate > request.max_memory_bytes:
+                raise MemoryBudgetExceeded(
+                    f"estimated training memory {_bytes(estimate)} exceeds the limit "
+                    f"{_bytes(request.max_memory_bytes)}"
+                )
+            if device.type == "cuda":
+                total = torch.cuda.get_device_properties(device).total_memory
+                torch.cuda.set_per_process_memory_fraction(
+                    min(1.0, request.max_memory_bytes / total), device
+                )
+
+        time_limit = None
+        if request.timeout_s is not None:
+            time_limit = request.timeout_s - (time.perf_counter() - start)
+            if time_limit <= 0:
+                raise EvaluationTimeout(request.timeout_s, "while building")
+        model.to(device)
+        scores = train_and_score(
+            model,
+            task,
+            steps=request.fidelity,
+            seed=request.seed,
+            batch_size=batch_size,
+            time_limit_s=time_limit,
+            device=device,
+            **dict(train_options or {}),
+        )
+        metrics.update(scores)
+        metrics["train_seconds"] = metrics.pop("wall_seconds")
+        metrics["device"] = device.type
+        return finish("ok")
+    except EvaluationTimeout as error:  # report the request's limit, not what was left
+        return finish("timeout", f"time limit {request.timeout_s:g}s reached {error.progress}")
+    except Exception as error:
+        return finish(*classify_failure(error))
+    finally:
+        del model
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def classify_failure(error: BaseException) -> tuple[Status, str]:
+    """Map an exception raised while training or scoring to ``(status, one-line reason)``."""
+    if isinstance(error, NonFiniteLoss):
+        return "nan", str(error)
+    if isinstance(error, EvaluationTimeout):
+        return "timeout", str(error)
+    if isinstance(error, torch.OutOfMemoryError | MemoryError):
+        return "oom", _describe(error)
+    if isinstance(error, RuntimeError) and "out of memory" in str(error).lower():
+        return "oom", _describe(error)
+    if isinstance(error, IncompatibleModel):
+        return "invalid", str(error)
+    return "crash", _describe(error)
+
+
+def estimate_training_bytes(
+    model: nn.Module, task: Task, batch_size: int, limit: int | None = None
+) -> int:
+    """A rough upper-bound estimate of the memory one training step needs.
+
+    Parameter state is exact: weights, gradients and AdamW's two moments (4x parameter
+    bytes). Activations are measured, not modelled: one no-grad forward at batch 1 sums
+    the outputs of every leaf module, scaled to ``batch_size``, plus the float32 logits
+    and their gradient. The forward is skipped when parameter state alone exceeds
+    ``limit``, so absurd candidates are rejected without running them.
+    """
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    state_bytes = 4 * param_bytes
+    if limit is not None and state_bytes > limit:
+        return state_bytes
+
+    leaf_output_bytes = 0
+
+    def count(_module: nn.Module, _inputs: object, output: object) -> None:
+        nonlocal leaf_output_bytes
+        for tensor in _tensors(output):
+            leaf_output_bytes += tensor.numel() * tensor.element_size()
+
+    leaves = [m for m in model.modules() if next(m.children(), None) is None]
+    hooks = [m.register_forward_hook(count) for m in leaves]
+    try:
+        first = next(model.parameters(), None)
+        device = first.device if first is not None else torch.device("cpu")
+        ids = torch.zeros(1, task.seq_len, dtype=torch.int64, device=device)
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    logits_bytes = 2 * batch_size * task.seq_len * task.vocab_size * 4
+    return state_bytes + batch_size * leaf_output_bytes + logits_bytes
+
+
+def _unpack_built(built: object) -> tuple[object, int | None, int | None]:
+    """(model, vocab_size, max_len) from whatever form a builder returned."""
+    if isinstance(built, tuple):
+        return (*built, None, None)[:3]  # type: ignore[return-value]
+    return built, None, None
+
+
+def _tensors(output: object):
+    if isinstance(output, torch.Tensor):
+        yield output
+    elif isinstance(output, tuple | list):
+        for item in output:
+            yield from _tensors(item)
+    elif isinstance(output, dict):
+        for item in output.values():
+            yield from _tensors(item)
+
+
+def _describe(error: BaseException) -> str:
+    message = str(error)
+    if isinstance(error, ValueError) and type(error).__name__ == "GenomeError":
+        return one_line(message)
+    return one_line(f"{type(error).__name__}: {message}" if message else type(error).__name__)
+
+
+def _bytes(n: float) -> str:
+    if n < 1024:
+        return f"{int(n)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            break
+    return f"{n:.1f} {unit}"
+
+
+def _int_or_none(value: object) -> int | None:
+    return int(value) if isinstance(value, int) else None

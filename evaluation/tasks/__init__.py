@@ -1,0 +1,48 @@
+"""Synthetic evaluation tasks, generated locally from a seed (nothing is downloaded).
+
+``get_task(name, **overrides)`` builds a registered task with its defaults replaced by
+``overrides``; ``TASKS`` maps each name to its class.
+"""
+
+from __future__ import annotations
+
+from .base import IGNORE_INDEX, Task, derive_seed
+from .copying import SelectiveCopying
+from .memorization import Memorization
+from .mqar import MQAR
+from .recall import FuzzyRecall, InContextRecall, NoisyRecall
+
+TASKS: dict[str, type[Task]] = {
+    cls.name: cls
+    for cls in (MQAR, InContextRecall, NoisyRecall, FuzzyRecall, SelectiveCopying, Memorization)
+}
+
+
+def get_task(name: str, **overrides: object) -> Task:
+    """The task registered as ``name`` with ``overrides`` applied to its settings.
+
+    Raises ``ValueError`` for an unknown task, an unknown setting or an invalid value.
+    """
+    try:
+        cls = TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}") from None
+    try:
+        return cls(**overrides)  # type: ignore[call-arg]
+    except TypeError as error:
+        raise ValueError(f"bad settings for task {name!r}: {error}") from None
+
+
+__all__ = [
+    "IGNORE_INDEX",
+    "MQAR",
+    "TASKS",
+    "FuzzyRecall",
+    "InContextRecall",
+    "Memorization",
+    "NoisyRecall",
+    "SelectiveCopying",
+    "Task",
+    "derive_seed",
+    "get_task",
+]

@@ -1,0 +1,203 @@
+"""Train a model on a task under a step budget and score it on held-out batches.
+
+The recipe is the usual small-transformer one: AdamW with weight decay on matrices only
+(biases, norm gains and any parameter tagged ``_no_weight_decay = True`` are exempt),
+linear warmup then cosine decay to a tenth of the peak rate, and global grad-norm
+clipping. With the same seed, model initialisation and thread count, two runs on CPU
+give identical metrics: the data comes from the task's seeded generators, never from
+the global RNG.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .errors import EvaluationTimeout, IncompatibleModel, NonFiniteLoss
+from .tasks import IGNORE_INDEX, Task
+
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_LR = 3e-3
+DEFAULT_EVAL_BATCHES = 8
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: decay for matrices, none for vectors/scalars and tagged parameters."""
+    decay, no_decay = [], []
+    for param in model.parameters():
+        if not param.requires_grad:
+            continue
+        exempt = param.ndim < 2 or getattr(param, "_no_weight_decay", False)
+        (no_decay if exempt else decay).append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def warmup_cosine(steps: int, warmup_steps: int, min_ratio: float = 0.1) -> Callable[[int], float]:
+    """Learning-rate multiplier for step ``i``: linear warmup, then cosine to ``min_ratio``."""
+
+    def multiplier(i: int) -> float:
+        if i < warmup_steps:
+            return (i + 1) / warmup_steps
+        progress = (i - warmup_steps) / max(1, steps - warmup_steps)
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return multiplier
+
+
+def answer_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the answer positions. logits: (B, T, V), targets: (B, T)."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(),
+        targets.reshape(-1),
+        ignore_index=IGNORE_INDEX,
+    )
+
+
+def train_and_score(
+    model: nn.Module,
+    task: Task,
+    steps: int,
+    seed: int,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    lr: float = DEFAULT_LR,
+    weight_decay: float = 0.1,
+    betas: tuple[float, float] = (0.9, 0.98),
+    warmup_fraction: float = 0.1,
+    grad_clip: float = 1.0,
+    eval_batches: int = DEFAULT_EVAL_BATCHES,
+    eval_seed: int = 0,
+    time_limit_s: float | None = None,
+    device: torch.device | str | None = None,
+) -> dict[str, float]:
+    """Train ``model`` on ``task`` for ``steps`` AdamW steps, then score it.
+
+    Returns metrics: ``loss`` and ``accuracy`` at the answer positions of
+    ``eval_batches`` held-out batches (the same batches for every seed), ``train_loss``
+    (mean of the last tenth of the steps), ``train_tokens_per_s`` (forward, backward and
+    update only), ``infer_latency_ms`` (mean forward time per held-out batch),
+    ``wall_seconds``, ``steps`` and ``chance_accuracy``.
+
+    Raises ``NonFiniteLoss`` on a NaN/inf loss or gradient norm, ``EvaluationTimeout``
+    once ``time_limit_s`` is exceeded (checked between steps, so one slow step can
+    overrun it), and ``IncompatibleModel`` when the logits do not fit the task.
+    Adds ``model.aux_loss()`` (already weighted, e.g. MoE load balancing) to the
+    training loss when the model has that method.
+    """
+    start = time.perf_counter()
+    deadline = None if time_limit_s is None else start + time_limit_s
+    if device is None:
+        first = next(model.parameters(), None)
+        device = first.device if first is not None else torch.device("cpu")
+    device = torch.device(device)
+    torch.manual_seed(seed)  # dropout, stochastic paths: reproducible with the seed
+
+    aux_loss = getattr(model, "aux_loss", None)
+    aux_loss = aux_loss if callable(aux_loss) else None
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = (
+        torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, betas=betas)
+        if params
+        else None
+    )
+    warmup_steps = max(1, round(warmup_fraction * steps))
+    scheduler = (
+        torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, warmup_steps))
+        if optimizer
+        else None
+    )
+    generator = task.train_generator(seed)
+    tail = max(1, steps // 10)
+    tail_losses: list[float] = []
+    compute_seconds = 0.0
+
+    model.train()
+    for step in range(steps):
+        inputs, targets = task.batch(generator, batch_size)
+        inputs, targets = inputs.to(device), targets.to(device)
+        tick = _now(device)
+        logits = model(inputs)
+        if step == 0:
+            _check_logits(logits, inputs, task)
+        loss = answer_loss(logits, targets)
+        total = loss + aux_loss() if aux_loss is not None else loss
+        loss_value = float(total.detach())
+        if not math.isfinite(loss_value):
+            raise NonFiniteLoss(f"training loss is {loss_value} at step {step}")
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+            total.backward()
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
+            if not math.isfinite(grad_norm):
+                raise NonFiniteLoss(f"gradient norm is {grad_norm} at step {step}")
+            optimizer.step()
+            scheduler.step()
+        compute_seconds += _now(device) - tick
+        if step >= steps - tail:
+            tail_losses.append(loss_value)
+        if deadline is not None and time.perf_counter() > deadline:
+            raise EvaluationTimeout(time_limit_s, f"after {step + 1}/{steps} steps")
+
+    held_out = task.eval_batches(eval_batches, batch_size, seed=eval_seed)
+    loss_sum, correct, answers, forward_seconds = 0.0, 0, 0, 0.0
+    checked = steps > 0
+    model.eval()
+    with torch.no_grad():
+        for inputs, targets in held_out:
+            inputs, targets = inputs.to(device), targets.to(device)
+            tick = _now(device)
+            logits = model(inputs)
+            forward_seconds += _now(device) - tick
+            if not checked:
+                _check_logits(logits, inputs, task)
+                checked = True
+            mask = targets != IGNORE_INDEX
+            picked = logits[mask].float()
+            loss_sum += float(F.cross_entropy(picked, targets[mask], reduction="sum"))
+            correct += int((picked.argmax(-1) == targets[mask]).sum())
+            answers += int(mask.sum())
+            if deadline is not None and time.perf_counter() > deadline:
+                raise EvaluationTimeout(time_limit_s, "while scoring")
+    eval_loss = loss_sum / max(1, answers)
+    if not math.isfinite(eval_loss):
+        raise NonFiniteLoss(f"held-out loss is {eval_loss}")
+
+    trained_tokens = steps * batch_size * task.seq_len
+    return {
+        "loss": eval_loss,
+        "accuracy": correct / max(1, answers),
+        "chance_accuracy": task.chance_accuracy,
+        "train_loss": sum(tail_losses) / len(tail_losses) if tail_losses else float("nan"),
+        "train_tokens_per_s": trained_tokens / compute_seconds if compute_seconds else 0.0,
+        "infer_latency_ms": 1000.0 * forward_seconds / max(1, len(held_out)),
+        "wall_seconds": time.perf_counter() - start,
+        "steps": steps,
+    }
+
+
+def _check_logits(logits: object, inputs: torch.Tensor, task: Task) -> None:
+    if not isinstance(logits, torch.Tensor):
+        raise IncompatibleModel(f"model returned {type(logits).__name__}, not a logits tensor")
+    B, T = inputs.shape
+    if logits.ndim != 3 or tuple(logits.shape[:2]) != (B, T):
+        raise IncompatibleModel(
+            f"logits shape {tuple(logits.shape)} does not match inputs (B, T) = {(B, T)}"
+        )
+    if logits.shape[-1] < task.vocab_size:
+        raise IncompatibleModel(
+            f"model predicts {logits.shape[-1]} tokens, task {task.name} needs {task.vocab_size}"
+        )
+
+
+def _now(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
