@@ -16,6 +16,8 @@ from .evaluate import (
     classify_failure,
     estimate_training_bytes,
     evaluate,
+    safetensors_bytes,
+    train_model,
 )
 from .pool import EvaluationPool
 from .result import STATUSES, EvalRequest, EvalResult
@@ -41,5 +43,7 @@ __all__ = [
     "estimate_training_bytes",
     "evaluate",
     "get_task",
+    "safetensors_bytes",
     "train_and_score",
+    "train_model",
 ]

@@ -6,12 +6,16 @@ Every outcome is an ``EvalResult``. A failure is data (``invalid``, ``nan``, ``o
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from safetensors.torch import save_model
 from torch import nn
 
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
@@ -72,7 +76,34 @@ def evaluate(
     account_model: ModelAccountant | None = None,
     train_options: Mapping[str, Any] | None = None,
 ) -> EvalResult:
-    """Train and score ``request``'s genome on its task; always returns an ``EvalResult``.
+    """Train and score ``request``'s genome; always returns an ``EvalResult`` (see
+    ``train_model``). With ``request.return_weights`` the result carries the trained
+    weights as safetensors bytes."""
+    model, result = train_model(request, build_model, account_model=account_model,
+                                train_options=train_options)
+    if model is not None and request.return_weights:
+        result = dataclasses.replace(result, weights=safetensors_bytes(model))
+    return result
+
+
+def safetensors_bytes(model: nn.Module) -> bytes:
+    """The model's weights as a safetensors file's bytes (shared tensors stored once)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "weights.safetensors")
+        save_model(model.cpu(), path)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def train_model(
+    request: EvalRequest,
+    build_model: ModelBuilder | None = None,
+    *,
+    account_model: ModelAccountant | None = None,
+    train_options: Mapping[str, Any] | None = None,
+) -> tuple[nn.Module | None, EvalResult]:
+    """Train and score ``request``'s genome on its task: the trained model (None unless
+    the status is ``ok``) and the ``EvalResult``. Never raises.
 
     ``build_model`` defaults to ``build_from_genome`` and then ``account_model`` to
     ``account_genome``; with a custom builder, parameters are counted with ``numel``
@@ -89,9 +120,10 @@ def evaluate(
     start = time.perf_counter()
     metrics: dict[str, Any] = {}
     model: nn.Module | None = None
+    trained: nn.Module | None = None
 
-    def finish(status: Status, reason: str = "") -> EvalResult:
-        return EvalResult.for_request(
+    def finish(status: Status, reason: str = "") -> tuple[nn.Module | None, EvalResult]:
+        return trained, EvalResult.for_request(
             request, status, reason, metrics, wall_seconds=time.perf_counter() - start
         )
 
@@ -168,6 +200,7 @@ def evaluate(
         metrics.update(scores)
         metrics["train_seconds"] = metrics.pop("wall_seconds")
         metrics["device"] = device.type
+        trained = model
         return finish("ok")
     except EvaluationTimeout as error:  # report the request's limit, not what was left
         return finish("timeout", f"time limit {request.timeout_s:g}s reached {error.progress}")

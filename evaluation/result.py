@@ -41,6 +41,7 @@ class EvalRequest:
     max_memory_bytes: int | None = None
     batch_size: int | None = None  # None: the trainer's default
     device: str | None = None  # None: CUDA when visible, else CPU
+    return_weights: bool = False  # ship the trained weights back (safetensors bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -68,6 +69,7 @@ class EvalResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     wall_seconds: float = 0.0
     task_overrides: dict[str, Any] = field(default_factory=dict)
+    weights: bytes | None = field(default=None, repr=False)  # with request.return_weights
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evaluation import EvalRequest, EvalResult, get_task
+from evolution.export import WEIGHTS_ARTIFACT
 from evolution.operators import MUTATIONS, Child, Discard, vary
 from evolution.repair import repair
 from evolution.seeds import initial_population
@@ -182,7 +183,8 @@ class Engine:
                 pending.setdefault(ind.genome.id, []).append(ind)
         requests = [EvalRequest(genome_yaml=inds[0].genome.to_yaml(), genome_id=gid,
                                 task=self.config.task, fidelity=self.config.steps,
-                                seed=inds[0].seed, timeout_s=self.config.timeout_s)
+                                seed=inds[0].seed, timeout_s=self.config.timeout_s,
+                                return_weights=True)
                     for gid, inds in pending.items()]
         done = 0
 
@@ -197,6 +199,7 @@ class Engine:
             inds[0].result = result  # the one evaluation row; the other copies reuse it
             for ind in inds:
                 ind.status, ind.metrics = result.status, dict(result.metrics)
+                ind.weights = result.weights
             report.evaluated += 1
             report.failed += result.status != "ok"
         for ind in children:
@@ -227,6 +230,12 @@ class Engine:
             evaluations=evaluations, lineage=lineage, members=members)
         for slot, c in enumerate(children):
             c.id = ids[slot]
+        # Weights of the newly born survivors, for export. Written after the generation's
+        # transaction: a crash in between only costs a replay when that one is exported.
+        for ind in population:
+            if id(ind) in slot_of and ind.weights is not None:
+                self.store.put_artifact(self.run_id, ind.id, WEIGHTS_ARTIFACT, ind.weights)
+            ind.weights = None  # stored or not needed: do not hold them in memory
 
     def _load_population(self) -> list[Individual]:
         population = []

@@ -33,6 +33,7 @@ class Candidate:
         self.change: dict[str, Any] | None = None
         self.parent_ids: list[int] = []
         self.result: Any = None             # its EvalResult when evaluated in this process
+        self.weights: bytes | None = None   # trained weights (safetensors) until committed
 
     def __repr__(self) -> str:
         return f"Individual(id={self.id}, genome={self.genome.id[:12]}, status={self.status})"

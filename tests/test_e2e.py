@@ -75,9 +75,12 @@ def test_export_loads_with_torch_alone(finished_run, tmp_path):
     evolve("export", "--run", result["run_id"], "--best", "-o", str(out), store=store)
     assert {p.name for p in out.iterdir()} >= {"model.pt2", "model.safetensors", "genome.yaml",
                                                "README.md", "example.safetensors"}
-    # A clean interpreter whose path holds none of our packages: only torch is importable.
+    # A clean interpreter (-I -S: no site hooks, so the editable install's .pth is not read)
+    # that sees the installed third-party packages only: none of ours can be imported.
+    site_packages = next(p for p in sys.path if p.endswith("site-packages"))
     script = textwrap.dedent(f"""
         import sys
+        sys.path.append({site_packages!r})
         for name in ("genome", "phenotype", "kernels", "evolution", "evaluation", "store"):
             try:
                 __import__(name)
@@ -93,7 +96,7 @@ def test_export_loads_with_torch_alone(finished_run, tmp_path):
         print("ok", tuple(got.shape))
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", script], capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout
     assert proc.stdout.startswith("ok")
