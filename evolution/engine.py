@@ -38,10 +38,10 @@ class RunConfig:
 
     population: int = 64
     generations: int = 3          # generations of offspring after the initial one
-    steps: int = 150              # training steps per evaluation (the fidelity)
+    steps: int = 200              # training steps per evaluation (the fidelity)
     task: str = "mqar"
     seed: int = 0
-    max_params: int = 1_000_000   # hard constraint, applied before selection
+    max_params: int = 250_000     # hard constraint, applied before selection
     crossover_rate: float = 0.2
     timeout_s: float = 300.0      # per candidate
     workers: int | None = None

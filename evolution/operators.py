@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from genome import KINDS, PROMOTER, Genome, GenomeError
+from genome import KINDS, PROMOTER, STRUCTURAL, Genome, GenomeError
 from genome.schema import ParamSpec
 
 Doc = dict[str, Any]
@@ -23,10 +23,10 @@ Doc = dict[str, Any]
 
 @dataclass
 class Variation:
-    """A child document and what changed. `child` is None when the operator could not act."""
+    """A child document and what changed (an operator that cannot act raises Discard)."""
 
     op: str
-    child: Doc | None
+    child: Doc
     change: dict[str, Any] = field(default_factory=dict)
 
 
@@ -219,6 +219,23 @@ def promoter_change(doc: Doc, rng: random.Random) -> Variation:
         "location": f"{doc['regions'][i]['id']}.{name}", "before": before, "after": after})
 
 
+# Structural settings a mutation may touch; vocabulary and context belong to the task.
+STRUCTURAL_MUTABLE = ("d_model", "positions", "norm", "norm_position", "tie_embeddings", "bias")
+
+
+def structural_change(doc: Doc, rng: random.Random) -> Variation:
+    """Change one global setting: width, positions, norm kind or placement, tying, biases."""
+    settings = doc["regions"][0]["settings"]
+    name = rng.choice(STRUCTURAL_MUTABLE)
+    before = settings.get(name, STRUCTURAL[name].default)
+    after = mutate_value(STRUCTURAL[name], before, rng)
+    if after == before:
+        raise Discard(f"structural {name} already at its bound")
+    settings[name] = after
+    return Variation("structural_change", doc, {"location": f"s.{name}", "before": before,
+                                                "after": after})
+
+
 def homologous_crossover(a: Doc, b: Doc, rng: random.Random) -> Variation:
     """Recombine at region boundaries: a's head (with its structural region), b's tail.
 
@@ -251,6 +268,7 @@ MUTATIONS: dict[str, Callable[[Doc, random.Random], Variation]] = {
     "region_duplication": region_duplication,
     "regulatory_rewiring": regulatory_rewiring,
     "promoter_change": promoter_change,
+    "structural_change": structural_change,
 }
 
 

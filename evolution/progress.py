@@ -62,6 +62,9 @@ class RunProgress:
             report = data["report"]
             task = self.progress.tasks[-1] if self.progress.tasks else None
             total = task.total if task is not None and task.total is not None else 0
-            self.progress.update(self.task_id, total=total, completed=total,
-                                 note=self._note() + f", {report.cached} cached, "
-                                 f"{len(report.discarded)} discarded")
+            note = (self._note() + f", {report.cached} cached, "
+                    f"{len(report.discarded)} discarded")
+            self.progress.update(self.task_id, total=total, completed=total, note=note)
+            if self.enabled and not self.console.is_terminal:  # logs get one line per generation
+                self.console.print(f"generation {data['generation']}: {report.evaluated} evaluated"
+                                   f", {note}, {self.elapsed():.0f}s")

@@ -47,7 +47,7 @@ def scale_down(doc: Doc, d_model: int, copies: int, pinned: dict[str, Any]) -> D
 
 def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int,
                   tries: int = 50) -> Genome:
-    """A random valid genome under `max_params`: 1-3 coding regions of 1-3 bases each,
+    """A random valid genome under `max_params`: 1-2 coding regions of 1-3 bases each,
     sometimes with a promoter and a regulatory region."""
     for _ in range(tries):
         d = rng.choice(SEED_WIDTHS)
@@ -55,7 +55,7 @@ def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int,
             "d_model": d, "positions": rng.choice(("rope", "learned", "sinusoidal", "none")),
             "norm": rng.choice(("rmsnorm", "layernorm")), **pinned}}]
         edges: list[Doc] = []
-        for k in range(rng.randint(1, 3)):
+        for k in range(rng.randint(1, 2)):
             if rng.random() < 0.3:
                 regions.append({"id": f"p{k}", "type": "promoter",
                                 "settings": {"copies": rng.randint(1, 2)}})
