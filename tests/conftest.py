@@ -10,3 +10,6 @@ import shutil
 if not (shutil.which("nvidia-smi") or os.environ.get("CUDA_VISIBLE_DEVICES")):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# One intra-op thread: the suite runs models far too small to gain from two, and OpenMP
+# threads spinning against Ray workers and subprocesses on 2 cores cost 10x (measured).
+os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -1,0 +1,67 @@
+"""Gated linear recurrence (gated linear attention, Mamba-2 SSD, retention).
+
+Backends: ``"torch"`` (reference.py, chunked parallel form, also the CPU path) and ``"triton"``
+(triton.py, fused recurrent form). ``"auto"`` picks Triton on CUDA and the chunked form elsewhere.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._dispatch import resolve_backend
+from . import reference
+
+__all__ = ["gated_linear_recurrence"]
+
+
+def _check(q, k, v, log_decay, initial_state, chunk_size) -> None:
+    if q.dim() != 4 or k.shape != q.shape:
+        raise ValueError(f"q and k must both be (B, H, T, dk), got {tuple(q.shape)}, {tuple(k.shape)}")
+    batch, heads, length, dk = q.shape
+    if v.dim() != 4 or v.shape[:3] != (batch, heads, length):
+        raise ValueError(f"v must be (B, H, T, dv) matching q, got {tuple(v.shape)}")
+    if log_decay.shape not in ((batch, heads, length), (batch, heads, length, dk)):
+        raise ValueError(
+            f"log_decay must be (B, H, T) or (B, H, T, dk), got {tuple(log_decay.shape)}"
+        )
+    if initial_state is not None and initial_state.shape != (batch, heads, dk, v.shape[-1]):
+        raise ValueError(
+            f"initial_state must be (B, H, dk, dv), got {tuple(initial_state.shape)}"
+        )
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+
+
+@torch.compiler.disable
+def gated_linear_recurrence(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_decay: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    chunk_size: int = 64,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Linear recurrence with a data-dependent diagonal decay, per (batch, head)::
+
+        S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T,   S_{-1} = initial_state or 0
+        o_t = S_t^T q_t
+
+    Args:
+        q, k: (B, H, T, dk). v: (B, H, T, dv).
+        log_decay: g <= 0, either (B, H, T), one decay per head and step (Mamba-2 SSD,
+            retention with g = log(gamma)), or (B, H, T, dk), one per key channel (GLA).
+        initial_state: (B, H, dk, dv); resuming from a returned final state equals one run.
+        chunk_size: chunk length of the chunked form (the Triton path is fully recurrent).
+        backend: "auto", "torch", "triton", or "cpu" (the reference: no compiled CPU path).
+
+    Returns:
+        o: (B, H, T, dv) in q's dtype; final_state: (B, H, dk, dv) in the compute dtype
+        (float32, or float64 for float64 inputs).
+    """
+    _check(q, k, v, log_decay, initial_state, chunk_size)
+    if resolve_backend(backend, q.device, cpu_path=False) == "triton":
+        from . import triton as triton_path
+
+        return triton_path.gated_linear_recurrence(q, k, v, log_decay, initial_state)
+    return reference.gated_linear_recurrence(q, k, v, log_decay, initial_state, chunk_size)

@@ -1,0 +1,95 @@
+"""Fused C++ selective scan for CPU tensors (``selective_scan.cpp``), forward and backward.
+
+Parallel over (batch, channel) with ``at::parallel_for``. The backward pass recomputes states
+chunk by chunk from the checkpoints saved by the forward pass (one state per ``CHUNK`` steps), so
+memory stays O(batch * dim * N * L / CHUNK) beyond the inputs. Step-size preprocessing
+(bias, softplus) and the silu gate are ATen ops around the fused core, differentiated by autograd.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from .._build import load_cpu_extension
+from .shapes import as_groups, compute_dtype, gate, step_sizes
+
+CHUNK = 64  # steps between saved states: backward recomputes at most this many per chunk
+
+
+def _extension() -> ModuleType | None:
+    return load_cpu_extension("selective_scan", Path(__file__).with_name("selective_scan.cpp"))
+
+
+def available() -> bool:
+    """True when the C++ kernel is built (building it now if needed)."""
+    return _extension() is not None
+
+
+def _time_major(M: torch.Tensor) -> torch.Tensor:
+    """Variable B/C to (batch, G, L, N); constant (dim, N) unchanged."""
+    return M.contiguous() if M.dim() == 2 else as_groups(M).transpose(-1, -2).contiguous()
+
+
+def _operand_grad(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Reduce the kernel's partial dB/dC to the operand's shape."""
+    if like.dim() == 2:
+        return grad.sum(0)
+    return grad.sum(1).transpose(-1, -2).reshape(like.shape)  # via (batch, G, N, L)
+
+
+class _ScanCore(torch.autograd.Function):
+    """(u, dt, A, B, C, D, h0) -> (y = <C, h> + D u, last state), all in one float dtype."""
+
+    @staticmethod
+    def forward(ctx, u, dt, A, B, C, D, h0):
+        ctx.set_materialize_grads(False)
+        Bk, Ck = _time_major(B), _time_major(C)
+        y, last, ckpt = _extension().forward(u, dt, A, Bk, Ck, D, h0, CHUNK)
+        ctx.save_for_backward(u, dt, A, Bk, Ck, D, ckpt)
+        ctx.shapes = tuple(torch.empty(M.shape, device="meta") for M in (B, C))
+        ctx.has_h0 = h0 is not None
+        return y, last
+
+    @staticmethod
+    def backward(ctx, dy, dlast):
+        u, dt, A, Bk, Ck, D, ckpt = ctx.saved_tensors
+        dy = torch.zeros_like(u) if dy is None else dy.contiguous()
+        batch, dim, _ = u.shape
+        splits = min(dim, max(1, math.ceil(torch.get_num_threads() / batch)))
+        du, ddt, dA, dB, dC, dh0 = _extension().backward(
+            u, dt, A, Bk, Ck, D, ckpt, dy,
+            None if dlast is None else dlast.contiguous(), CHUNK, splits,
+        )
+        B_like, C_like = ctx.shapes
+        dD = None if D is None else (dy * u).sum((0, 2))
+        return (du, ddt, dA.sum(0), _operand_grad(dB, B_like), _operand_grad(dC, C_like),
+                dD, dh0 if ctx.has_h0 else None)
+
+
+def selective_scan(
+    u: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None = None,
+    z: torch.Tensor | None = None,
+    delta_bias: torch.Tensor | None = None,
+    delta_softplus: bool = False,
+    return_last_state: bool = False,
+    initial_state: torch.Tensor | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Same contract as ``reference.selective_scan``; requires ``available()``."""
+    dtype = compute_dtype(u, delta, A, B, C)
+
+    def cast(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(dtype).contiguous()
+
+    dt = step_sizes(delta, delta_bias, delta_softplus, dtype).contiguous()
+    y, last = _ScanCore.apply(cast(u), dt, cast(A), cast(B), cast(C), cast(D), cast(initial_state))
+    out = gate(y, z).to(u.dtype)
+    return (out, last) if return_last_state else out

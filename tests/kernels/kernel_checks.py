@@ -1,0 +1,60 @@
+"""Shared checks for the kernel tests: backends present, and output + gradient comparison."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from kernels._dispatch import triton_available
+from kernels.selective_scan import cpu as selective_scan_cpu
+
+
+def fast_backends(cpu_path: bool) -> list[str]:
+    """Non-reference backends that can run here (Triton needs CUDA or the interpreter)."""
+    import os
+
+    names = []
+    if cpu_path and selective_scan_cpu.available():
+        names.append("cpu")
+    if triton_available() and (torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET")):
+        names.append("triton")
+    return names
+
+
+def device_for(backend: str) -> torch.device:
+    if backend == "triton" and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def outputs_and_grads(
+    fn: Callable[..., Sequence[torch.Tensor]],
+    inputs: Sequence[torch.Tensor],
+    seed: int = 1234,
+) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """Run fn(*inputs) and back-propagate random cotangents (same seed for every backend)."""
+    outs = list(fn(*inputs))
+    gen = torch.Generator().manual_seed(seed)
+    cotangents = [
+        torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device) for o in outs
+    ]
+    leaves = [x for x in inputs if x is not None and x.requires_grad]
+    grads = torch.autograd.grad(outs, leaves, cotangents, allow_unused=True)
+    return outs, [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, leaves, strict=True)]
+
+
+def assert_all_close(
+    got: Sequence[torch.Tensor], want: Sequence[torch.Tensor], what: str, rtol: float, atol: float
+) -> None:
+    assert len(got) == len(want), what
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        g, w = g.detach().cpu().to(w.dtype), w.detach().cpu()
+        assert g.shape == w.shape, f"{what}[{i}]: shape {tuple(g.shape)} != {tuple(w.shape)}"
+        assert torch.isfinite(g).all(), f"{what}[{i}] has non-finite values"
+        torch.testing.assert_close(g, w, rtol=rtol, atol=atol, msg=lambda m, i=i: f"{what}[{i}]: {m}")
+
+
+def leaf(t: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
+    """A fresh leaf copy on device that requires grad."""
+    return t.detach().to(device).clone().requires_grad_(True)
