@@ -1,7 +1,10 @@
 """Well-known architectures written as genomes (public configurations).
 
 Presets seed populations and anchor the accounting: `phenotype.account` must reproduce
-the published parameter counts of these models exactly (tests/test_presets.py).
+the published parameter counts of these models exactly (tests/phenotype/test_presets.py
+recomputes them from the public configurations). The `-style` hybrids (jamba, griffin) and
+`dogma` follow published layouts without claiming a published count; each docstring says
+where they differ.
 """
 
 from __future__ import annotations
@@ -59,10 +62,130 @@ def mamba_130m() -> dict[str, Any]:
     )
 
 
+def mistral_7b() -> dict[str, Any]:
+    """Mistral 7B v0.1 (Jiang et al., 2023): 7,241,732,096 parameters; GQA 32/8, a 4096-token
+    sliding window, vocabulary 32000, RoPE θ = 10^4."""
+    return _doc(
+        {"d_model": 4096, "vocab": 32000, "max_len": 32768, "positions": "rope",
+         "rope_theta": 10000.0, "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-5,
+         "bias": False, "tie_embeddings": False},
+        32,
+        [{"base": "T", "kind": "attention",
+          "params": {"heads": 32, "kv_heads": 8, "head_dim": 128, "window": 4096}},
+         {"base": "A", "kind": "swiglu", "params": {"hidden": 14336}}],
+    )
+
+
+def mixtral_8x7b() -> dict[str, Any]:
+    """Mixtral 8x7B (Jiang et al., 2024): 46,702,792,704 parameters, 12,879,925,248 active;
+    Mistral's attention (no sliding window) and a top-2 mixture of 8 SwiGLU experts."""
+    return _doc(
+        {"d_model": 4096, "vocab": 32000, "max_len": 32768, "positions": "rope",
+         "rope_theta": 1000000.0, "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-5,
+         "bias": False, "tie_embeddings": False},
+        32,
+        [{"base": "T", "kind": "attention", "params": {"heads": 32, "kv_heads": 8, "head_dim": 128}},
+         {"base": "A", "kind": "moe",
+          "params": {"experts": 8, "top_k": 2, "hidden": 14336, "expert": "swiglu",
+                     "aux_weight": 0.02}}],
+    )
+
+
+def jamba() -> dict[str, Any]:
+    """Jamba-style hybrid (Lieber et al., 2024; Jamba-v0.1 dimensions): blocks of 8 layers
+    with attention : Mamba = 1 : 7 (attention fifth), a 16-expert top-2 MoE in every other
+    layer, no positional encoding. Jamba's Mamba layers also RMS-normalise Δ, B and C
+    (288 parameters per layer) which our Mamba does not."""
+    mamba = {"base": "T", "kind": "mamba", "params": {"d_state": 16, "expand": 2, "d_conv": 4}}
+    attention = {"base": "T", "kind": "attention",
+                 "params": {"heads": 32, "kv_heads": 8, "head_dim": 128}}
+    mlp = {"base": "A", "kind": "swiglu", "params": {"hidden": 14336}}
+    moe = {"base": "A", "kind": "moe",
+           "params": {"experts": 16, "top_k": 2, "hidden": 14336, "expert": "swiglu",
+                      "aux_weight": 0.001}}
+    mixers = [mamba, mamba, mamba, mamba, attention, mamba, mamba, mamba]
+    bases = [b for i, m in enumerate(mixers) for b in (m, moe if i % 2 else mlp)]
+    return _doc(
+        {"d_model": 4096, "vocab": 65536, "max_len": 262144, "positions": "none",
+         "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-6, "bias": False,
+         "tie_embeddings": False},
+        4, bases,
+    )
+
+
+def griffin() -> dict[str, Any]:
+    """Griffin-style hybrid (De et al., 2024; RecurrentGemma-2B dimensions): residual blocks
+    of (RG-LRU, RG-LRU, local MQA attention with a 2048 window), each followed by a GeGLU
+    MLP; 26 layers = 8 x 3 + 2 recurrent."""
+    rglru = {"base": "T", "kind": "rglru", "params": {"width": 2560, "heads": 10, "d_conv": 4}}
+    local = {"base": "T", "kind": "attention",
+             "params": {"heads": 10, "kv_heads": 1, "head_dim": 256, "window": 2048}}
+    mlp = {"base": "A", "kind": "geglu", "params": {"hidden": 7680}}
+    doc = _doc(
+        {"d_model": 2560, "vocab": 256000, "max_len": 8192, "positions": "rope",
+         "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-6, "bias": False,
+         "tie_embeddings": True},
+        8, [rglru, mlp, rglru, mlp, local, mlp],
+    )
+    doc["regions"].append({"id": "c2", "type": "coding", "bases": [rglru, mlp, rglru, mlp]})
+    return doc
+
+
+def rwkv4_169m() -> dict[str, Any]:
+    """RWKV-4 169M (Peng et al., 2023; RWKV-4-Pile-169M): 169,342,464 parameters; 12 layers of
+    time mixing + channel mixing, width 768, vocabulary 50277, LayerNorm on the embeddings
+    (ln0) and before every mixer, untied head."""
+    return _doc(
+        {"d_model": 768, "vocab": 50277, "max_len": 1024, "positions": "none",
+         "norm": "layernorm", "norm_position": "pre_embed", "norm_eps": 1e-5, "bias": True,
+         "tie_embeddings": False},
+        12,
+        [{"base": "T", "kind": "rwkv", "params": {}},
+         {"base": "A", "kind": "rwkv_channel", "params": {"hidden": 3072}}],
+    )
+
+
+def dogma() -> dict[str, Any]:
+    """The DOGMA stack: four-path DNA compute blocks under regulation. A regulatory region
+    (a gate and an allosteric router) expresses 6 copies of (DNA block, epigenetic memory,
+    expression folder), then 2 copies of (strand attention, TetraMemory, expression folder)."""
+    return {
+        "regions": [
+            {"id": "s0", "type": "structural", "settings": {
+                "d_model": 512, "vocab": 32000, "max_len": 4096, "positions": "rope",
+                "norm": "rmsnorm", "norm_position": "pre", "bias": False,
+                "tie_embeddings": True}},
+            {"id": "r1", "type": "regulatory", "bases": [
+                {"base": "C", "kind": "gate", "params": {"hidden": 32}},
+                {"base": "C", "kind": "allosteric", "params": {"k": 1, "width": 32}}]},
+            {"id": "p2", "type": "promoter", "settings": {"copies": 6}},
+            {"id": "c2", "type": "coding", "bases": [
+                {"base": "T", "kind": "dna", "params": {"width": 256, "reactions": 16,
+                                                        "d_state": 8, "species": 4, "lanes": 8,
+                                                        "window": 4}},
+                {"base": "A", "kind": "epigenetic", "params": {"slots": 32}},
+                {"base": "G", "kind": "expression", "params": {"hidden": 1536}}]},
+            {"id": "p3", "type": "promoter", "settings": {"copies": 2}},
+            {"id": "c3", "type": "coding", "bases": [
+                {"base": "T", "kind": "strand_attention", "params": {"heads": 8}},
+                {"base": "A", "kind": "tetra", "params": {"window": 2, "stride": 8, "levels": 2}},
+                {"base": "G", "kind": "expression", "params": {"hidden": 1536}}]},
+        ],
+        "edges": [{"source": "r1", "target": "c2", "kind": "activates"},
+                  {"source": "c2", "target": "c3", "kind": "loop"}],
+    }
+
+
 PRESETS: dict[str, Callable[[], dict[str, Any]]] = {
     "gpt2-small": gpt2_small,
     "llama3-8b": llama3_8b,
+    "mistral-7b": mistral_7b,
+    "mixtral-8x7b": mixtral_8x7b,
     "mamba-130m": mamba_130m,
+    "jamba": jamba,
+    "griffin": griffin,
+    "rwkv4-169m": rwkv4_169m,
+    "dogma": dogma,
 }
 
 

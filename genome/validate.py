@@ -83,6 +83,8 @@ def _resolve_attention(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"kv_heads={p['kv_heads']} does not divide heads={heads}")
     if s["positions"] == "rope" and p["head_dim"] % 2:
         raise ValueError(f"RoPE needs an even head_dim, got {p['head_dim']}")
+    if p.get("global_every") and not p["window"]:
+        raise ValueError("global_every interleaves local and global layers: it needs a window")
     return p
 
 
@@ -101,6 +103,86 @@ def _resolve_mamba(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
+def _resolve_mla(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    if p["head_dim"] == 0:
+        if s["d_model"] % p["heads"]:
+            raise ValueError(f"heads={p['heads']} does not divide d_model={s['d_model']}")
+        p["head_dim"] = s["d_model"] // p["heads"]
+    p["v_head_dim"] = p["v_head_dim"] or p["head_dim"]
+    p["kv_rank"] = p["kv_rank"] or 4 * p["head_dim"]
+    if p["rope_dim"] % 2:
+        raise ValueError(f"rope_dim must be even, got {p['rope_dim']}")
+    return p
+
+
+def _resolve_moe(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    if p["top_k"] > p["experts"]:
+        raise ValueError(f"top_k={p['top_k']} exceeds experts={p['experts']}")
+    if not p["hidden"]:
+        rule = _resolve_hidden if p["expert"] in ("gelu", "relu") else _resolve_swiglu
+        p["hidden"] = rule({"hidden": 0}, s)["hidden"]
+    return p
+
+
+def _resolve_s4(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    if p["d_state"] % 2:
+        raise ValueError(f"d_state must be even (complex-conjugate pairs), got {p['d_state']}")
+    return p
+
+
+def _resolve_width(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    p["hidden"] = p["hidden"] or s["d_model"]
+    return p
+
+
+def _heads_width(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    if p["head_dim"] == 0:
+        if s["d_model"] % p["heads"]:
+            raise ValueError(f"heads={p['heads']} does not divide d_model={s['d_model']}")
+        p["head_dim"] = s["d_model"] // p["heads"]
+    return p
+
+
+def _resolve_retention(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    p = _heads_width(p, s)
+    p["v_head_dim"] = p["v_head_dim"] or p["head_dim"]
+    if p["head_dim"] % 2:
+        raise ValueError(f"retention rotates keys: head_dim must be even, got {p['head_dim']}")
+    return p
+
+
+def _resolve_mamba2(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    inner = p["expand"] * s["d_model"]
+    p["head_dim"] = p["head_dim"] or (64 if inner % 64 == 0 else inner)
+    if inner % p["head_dim"]:
+        raise ValueError(f"head_dim={p['head_dim']} does not divide expand*d_model={inner}")
+    return p
+
+
+def _resolve_rglru(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    p["width"] = p["width"] or s["d_model"]
+    if p["width"] % p["heads"]:
+        raise ValueError(f"heads={p['heads']} does not divide width={p['width']}")
+    return p
+
+
+def _resolve_dna(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    p["width"] = p["width"] or s["d_model"]
+    return p
+
+
+def _resolve_strand(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    return _resolve_attention(p, s)
+
+
+def _resolve_tetra(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    if p["window"] + p["levels"] == 0:
+        raise ValueError("a mesh node needs a neighbour: window or levels must be positive")
+    if p["stride"] ** p["levels"] > 1 << 16:
+        raise ValueError(f"stride^levels = {p['stride']}^{p['levels']} reaches too far back")
+    return p
+
+
 # Params written as 0 ("derive") are resolved against the structural settings, so that two
 # spellings of one architecture have one canonical form and one id. Cross-field checks too.
 RESOLVERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
@@ -108,6 +190,21 @@ RESOLVERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]]
     "mlp": _resolve_hidden,
     "swiglu": _resolve_swiglu,
     "mamba": _resolve_mamba,
+    "mla": _resolve_mla,
+    "geglu": _resolve_swiglu,
+    "moe": _resolve_moe,
+    "s4": _resolve_s4,
+    "lstm": _resolve_width,
+    "gru": _resolve_width,
+    "mamba2": _resolve_mamba2,
+    "rglru": _resolve_rglru,
+    "linear_attention": _heads_width,
+    "retention": _resolve_retention,
+    "rwkv_channel": _resolve_hidden,
+    "dna": _resolve_dna,
+    "strand_attention": _resolve_strand,
+    "expression": _resolve_hidden,
+    "tetra": _resolve_tetra,
 }
 
 

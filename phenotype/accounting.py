@@ -43,7 +43,9 @@ def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
     cfg = model_config(genome) if isinstance(genome, Genome) else genome
     d, v = cfg.d_model, cfg.vocab
     params = v * d + (cfg.max_len * d if cfg.positions == "learned" else 0)
-    if cfg.norm_position == "pre":
+    if cfg.norm_position in ("pre", "pre_embed"):    # the final norm
+        params += cfg.norm.num_params()
+    if cfg.norm_position == "pre_embed":             # the embeddings' norm
         params += cfg.norm.num_params()
     if not cfg.tie_embeddings:
         params += v * d
@@ -54,9 +56,9 @@ def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
     for stage in cfg.stages:
         if isinstance(stage, RegulatoryStage):
             width[stage.region_id] = stage.signal_width
-            n = sum(g.num_params() for g in stage.gates)
+            n = sum(g.num_params() for g in (*stage.gates, *stage.routers))
             params, active = params + n, active + n
-            flops += sum(g.flops_per_token(seq_len) for g in stage.gates)
+            flops += sum(g.flops_per_token(seq_len) for g in (*stage.gates, *stage.routers))
             continue
         assert isinstance(stage, CodingStage)
         owned = stage.shares_from is None
@@ -76,3 +78,11 @@ def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
         active += len(stage.loops_from)
     return Accounting(params, active, flops, per_token * BYTES_PER_STATE_ELEMENT,
                       fixed * BYTES_PER_STATE_ELEMENT, seq_len, layers)
+
+
+def state_elements(genome: Genome | ModelConfig, seq_len: int) -> int:
+    """Inference-state elements per sequence after exactly `seq_len` tokens (sliding windows
+    capped at their window), what `DogmaModel.state_size(seq_len)` reports."""
+    cfg = model_config(genome) if isinstance(genome, Genome) else genome
+    return sum(layer.block.state_elements(seq_len) for stage in cfg.stages
+               if isinstance(stage, CodingStage) for layer in stage.layers)

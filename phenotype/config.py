@@ -7,17 +7,21 @@ Expression rules:
   post-norm `norm(x + g·s·f(x))`, g the product of the region's incoming regulatory gates;
 - a `shares` target reuses the source region's layers (copy i uses source copy i mod n);
 - a `loop` edge adds α·(source region's output) to the target region's output (α learned,
-  initialised at 0 so the skip starts closed).
+  initialised at 0 so the skip starts closed);
+- an `allosteric` base in a regulatory region reads the outputs of the coding regions before
+  it and gates those after it (top-k routing, `blocks.regulation.AllostericConfig`);
+- `epigenetic` layers hand their marks to the next epigenetic layer of the same width,
+  wherever it sits (`blocks.memory`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from genome import Genome
 from phenotype.blocks.base import BlockConfig
 from phenotype.blocks.norm import NormConfig
-from phenotype.blocks.regulation import GateConfig
+from phenotype.blocks.regulation import AllostericConfig, GateConfig
 from phenotype.registry import REGISTRY
 
 
@@ -43,6 +47,7 @@ class CodingStage:
 class RegulatoryStage:
     region_id: str
     gates: tuple[GateConfig, ...]
+    routers: tuple[AllostericConfig, ...] = ()   # allosteric bases, wired to their regions
 
     @property
     def signal_width(self) -> int:
@@ -79,16 +84,18 @@ def model_config(genome: Genome) -> ModelConfig:
     stages: list[Stage] = []
     for region in genome.regions:
         if region.type == "regulatory":
-            gates = tuple(GateConfig.from_gene(b.gene.as_dict, s) for b in region.bases)
-            stages.append(RegulatoryStage(region.id, gates))
+            gates = tuple(GateConfig.from_gene(b.gene.as_dict, s) for b in region.bases
+                          if b.gene.kind == "gate")
+            routers = tuple(AllostericConfig.from_gene(b.gene.as_dict, s)
+                            for b in region.bases if b.gene.kind == "allosteric")
+            stages.append(RegulatoryStage(region.id, gates, routers))
         elif region.type == "coding":
             expression = genome.promoter_of(region.id)
             if not expression["expressed"]:
                 continue
-            blocks = [REGISTRY[b.gene.kind].config.from_gene(b.gene.as_dict, s)
-                      for b in region.bases]
-            layers = tuple(LayerConfig(b, norm) for _ in range(expression["copies"])
-                           for b in blocks)
+            layers = tuple(
+                LayerConfig(REGISTRY[b.gene.kind].config.from_gene(b.gene.as_dict, s, copy), norm)
+                for copy in range(expression["copies"]) for b in region.bases)
             incoming = [e for e in genome.edges if e.target == region.id]
             stages.append(CodingStage(
                 region.id, layers, expression["strength"],
@@ -107,5 +114,14 @@ def model_config(genome: Genome) -> ModelConfig:
         if isinstance(st, CodingStage) else st
         for st in stages
     ]
+    # Allosteric routers read the coding regions before them and regulate those after.
+    coding = [st.region_id for st in stages if isinstance(st, CodingStage)]
+    for i, st in enumerate(stages):
+        if isinstance(st, RegulatoryStage) and st.routers:
+            before = {x.region_id for x in stages[:i]}
+            sources = tuple(r for r in coding if r in before)
+            targets = tuple(r for r in coding if r not in before)
+            stages[i] = replace(st, routers=tuple(replace(r, sources=sources, targets=targets)
+                                                  for r in st.routers))
     return ModelConfig(s["d_model"], s["vocab"], s["max_len"], s["positions"], norm,
                        s["norm_position"], s["tie_embeddings"], tuple(stages))

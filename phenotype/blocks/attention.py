@@ -1,4 +1,6 @@
-"""Causal softmax attention: multi-head, grouped-query, multi-query, sliding window.
+"""Causal softmax attention: multi-head, grouped-query, multi-query, sliding window,
+local:global interleaving; positions by RoPE or ALiBi (or none: the model adds learned or
+sinusoidal embeddings to the stream).
 
 For heads h, key-value heads g (h % g == 0) and head width e:
 
@@ -8,6 +10,13 @@ For heads h, key-value heads g (h % g == 0) and head width e:
 each group of h/g query heads reading one key-value head (GQA; g = 1 is MQA, g = h is MHA).
 With RoPE (Su et al., 2021) q and k are rotated by position: pairs (x_{2i}, x_{2i+1}) turn by
 angle t·θ^{-2i/e}. Optional QK-norm RMS-normalises q and k per head before RoPE.
+With ALiBi (Press et al., 2022) the score of head j gains -m_j·(t - s), with the geometric
+slopes m_j = 2^{-8j/h} (j = 1..h) for h a power of two, and for other h the first 2^⌊log2 h⌋
+of those plus every other slope of the 2·2^⌊log2 h⌋ sequence (the reference recipe).
+
+Local:global interleaving (Gemma 2, Character.AI): with `global_every = n` and a window w,
+copy c of the region (c = 0, 1, ...) attends globally when (c + 1) % n == 0 and within the
+window otherwise, i.e. (n-1) local layers per global one.
 
 Inference state: the KV cache, 2·g·e elements per token of context (up to the window).
 """
@@ -29,16 +38,22 @@ class AttentionConfig(BlockConfig):
     heads: int = 4
     kv_heads: int = 4
     head_dim: int = 16
-    window: int = 0          # 0 = full causal context
+    window: int = 0          # 0 = full causal context (a global layer of an interleave too)
     qk_norm: bool = False
     rope: bool = True
     rope_theta: float = 10_000.0
+    alibi: bool = False
 
     @classmethod
-    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any]) -> AttentionConfig:
+    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any],
+                  layer_idx: int = 0) -> AttentionConfig:
+        params = dict(params)
+        global_every = params.pop("global_every", 0)
+        if global_every and (layer_idx + 1) % global_every == 0:
+            params["window"] = 0
         return cls(d_model=structural["d_model"], bias=structural["bias"],
                    rope=structural["positions"] == "rope", rope_theta=structural["rope_theta"],
-                   **params)
+                   alibi=structural["positions"] == "alibi", **params)
 
     def build(self) -> Attention:
         return Attention(self)
@@ -56,12 +71,31 @@ class AttentionConfig(BlockConfig):
         return projections + 4 * seq_len * qd
 
     def state_per_token(self) -> int:
+        # A sliding window's cache stops growing at `window` tokens: `state_elements` is
+        # exact at every length, this per-token figure at lengths up to the window.
         return 2 * self.kv_heads * self.head_dim
+
+    def state_elements(self, seq_len: int) -> int:
+        kept = min(seq_len, self.window) if self.window else seq_len
+        return 2 * self.kv_heads * self.head_dim * kept
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """ALiBi head slopes (Press et al., 2022), float64 (heads,)."""
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (j + 1) / n) for j in range(n)]
+
+    if heads & (heads - 1) == 0:
+        return torch.tensor(geometric(heads), dtype=torch.float64)
+    closest = 1 << (heads.bit_length() - 1)
+    extra = geometric(2 * closest)[0::2][: heads - closest]
+    return torch.tensor(geometric(closest) + extra, dtype=torch.float64)
 
 
 def rope_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, ...]:
     """cos, sin of shape (T, head_dim/2) for integer positions (T,)."""
-    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64,
+                                       device=positions.device) / head_dim)
     angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]
     return angles.cos().float(), angles.sin().float()
 
@@ -103,6 +137,26 @@ class Attention(nn.Module):
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         return q, k, v
 
+    def _position_bias(self, delta: torch.Tensor) -> torch.Tensor | None:
+        """Additive score bias (h, Tq, Tk) for query-key distances delta = t - s, or None."""
+        if not self.cfg.alibi:
+            return None
+        slopes = alibi_slopes(self.cfg.heads).to(delta.device)
+        return -slopes[:, None, None] * delta.to(torch.float64)
+
+    def _mask(self, q_pos: torch.Tensor, k_pos: torch.Tensor,
+              dtype: torch.dtype) -> torch.Tensor | None:
+        """The attention mask for positions q_pos (Tq,) x k_pos (Tk,): None when plain
+        causal attention over everything will do, else boolean or additive float."""
+        delta = q_pos[:, None] - k_pos[None, :]
+        allowed = delta >= 0
+        if self.cfg.window:
+            allowed = allowed & (delta < self.cfg.window)
+        bias = self._position_bias(delta)
+        if bias is None:
+            return allowed
+        return bias.masked_fill(~allowed, float("-inf")).to(dtype)
+
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
         rep = self.cfg.heads // self.cfg.kv_heads
@@ -110,17 +164,22 @@ class Attention(nn.Module):
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
 
+    @property
+    def has_position_bias(self) -> bool:
+        return self.cfg.alibi
+
+    def _plain_causal(self, T: int) -> bool:
+        return not self.has_position_bias and not (self.cfg.window and self.cfg.window < T)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
         B, T, _ = x.shape
         q, k, v = self._qkv(x, 0)
-        if self.cfg.window and self.cfg.window < T:
-            t = torch.arange(T, device=x.device)
-            delta = t[:, None] - t[None, :]
-            mask = (delta >= 0) & (delta < self.cfg.window)
-            o = self._attend(q, k, v, mask, causal=False)
-        else:
+        if self._plain_causal(T):
             o = self._attend(q, k, v, None, causal=True)
+        else:
+            t = torch.arange(T, device=x.device)
+            o = self._attend(q, k, v, self._mask(t, t, q.dtype), causal=False)
         return self.o_proj(o.transpose(1, 2).reshape(B, T, -1))
 
     def init_state(self, batch: int) -> dict[str, Any]:
@@ -130,16 +189,20 @@ class Attention(nn.Module):
 
     def step(self, x_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
         """x_t: (B, D) -> (B, D); appends this token's key and value to the cache."""
-        q, k, v = self._qkv(x_t[:, None], state["pos"])
+        pos = state["pos"]
+        q, k, v = self._qkv(x_t[:, None], pos)
         k = torch.cat([state["k"], k], dim=2)
         v = torch.cat([state["v"], v], dim=2)
         if self.cfg.window:
             k, v = k[:, :, -self.cfg.window:], v[:, :, -self.cfg.window:]
-        o = self._attend(q, k, v, None, causal=False)
+        mask = None
+        if self.has_position_bias:
+            k_pos = torch.arange(pos - k.shape[2] + 1, pos + 1, device=x_t.device)
+            mask = self._mask(torch.tensor([pos], device=x_t.device), k_pos, q.dtype)
+        o = self._attend(q, k, v, mask, causal=False)
         y = self.o_proj(o.transpose(1, 2).reshape(x_t.shape[0], -1))
-        return y, {"k": k, "v": v, "pos": state["pos"] + 1}
+        return y, {"k": k, "v": v, "pos": pos + 1}
 
     def state_size(self, seq_len: int) -> int:
         """KV-cache elements per sequence after `seq_len` tokens."""
-        kept = min(seq_len, self.cfg.window) if self.cfg.window else seq_len
-        return 2 * self.cfg.kv_heads * self.cfg.head_dim * kept
+        return self.cfg.state_elements(seq_len)

@@ -10,7 +10,11 @@ returns the module. Every config answers, analytically and without building anyt
   FlopCounterMode counts them: 2 per multiply-add) plus `extra_flops_per_token()`, the
   elementwise work of scans that a FLOP counter cannot see;
 - `state_per_token()` / `state_fixed()` — inference-state elements that grow with context
-  (a KV cache) and that do not (a recurrent state).
+  (a KV cache) and that do not (a recurrent state); `state_elements(seq_len)` the exact
+  count after `seq_len` tokens (a sliding window's cache stops growing at the window).
+
+`from_gene(params, structural, layer_idx)` makes the config of one layer; `layer_idx` is the
+copy index within the coding region, for per-layer patterns (local:global attention).
 
 Every sequence mixer module (zoology's protocol) has `forward(x: (B, T, D)) -> (B, T, D)`,
 `init_state(batch)`, `step(x_t: (B, D), state) -> (y_t: (B, D), state)`, and
@@ -35,7 +39,10 @@ class BlockConfig:
     bias: bool
 
     @classmethod
-    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any]) -> BlockConfig:
+    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any],
+                  layer_idx: int = 0) -> BlockConfig:
+        """The config of one layer; `layer_idx` is the copy index within its coding region
+        (what per-layer patterns such as local:global attention interleaving read)."""
         return cls(d_model=structural["d_model"], bias=structural["bias"], **params)
 
     def build(self) -> nn.Module:  # pragma: no cover - every subclass overrides
@@ -58,6 +65,11 @@ class BlockConfig:
 
     def state_fixed(self) -> int:
         return 0
+
+    def state_elements(self, seq_len: int) -> int:
+        """Inference-state elements after `seq_len` tokens: what the module's
+        `state_size(seq_len)` must equal."""
+        return self.state_per_token() * seq_len + self.state_fixed()
 
 
 def linear_params(d_in: int, d_out: int, bias: bool) -> int:

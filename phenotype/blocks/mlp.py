@@ -1,7 +1,8 @@
-"""Channel mixers: the MLP (ReLU, GELU) and SwiGLU.
+"""Channel mixers: the MLP (ReLU, GELU), SwiGLU and GeGLU.
 
     mlp(x)    = act(x W_1 + b_1) W_2 + b_2                     (Vaswani et al., 2017)
     swiglu(x) = (silu(x W_1) ⊙ (x W_3)) W_2                    (Shazeer, 2020)
+    geglu(x)  = (gelu(x W_1) ⊙ (x W_3)) W_2                    (Shazeer, 2020)
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class SwiGLUConfig(BlockConfig):
 
 
 class SwiGLU(ChannelMixer):
+    activation = staticmethod(F.silu)
+
     def __init__(self, cfg: SwiGLUConfig):
         super().__init__()
         self.cfg = cfg
@@ -71,4 +74,14 @@ class SwiGLU(ChannelMixer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
-        return self.down(F.silu(self.gate(x)) * self.up(x))
+        return self.down(self.activation(self.gate(x)) * self.up(x))
+
+
+@dataclass(frozen=True)
+class GeGLUConfig(SwiGLUConfig):
+    def build(self) -> GeGLU:
+        return GeGLU(self)
+
+
+class GeGLU(SwiGLU):
+    activation = staticmethod(F.gelu)

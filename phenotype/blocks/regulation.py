@@ -57,9 +57,77 @@ class EdgeGate(nn.Module):
 
     def __init__(self, signal_width: int, represses: bool):
         super().__init__()
-        self.proj = nn.Linear(signal_width, 1)
+        # A region of allosteric routers only sends no signal: its edges gate by a bias alone.
+        self.proj = nn.Linear(signal_width, 1) if signal_width else None
+        self.bias = None if signal_width else nn.Parameter(torch.zeros(1))
         self.represses = represses
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
-        g = torch.sigmoid(self.proj(r))
+        g = torch.sigmoid(self.proj(r) if self.proj is not None
+                          else self.bias.expand(*r.shape[:-1], 1))
         return 1 - g if self.represses else g
+
+
+@dataclass(frozen=True)
+class AllostericConfig(BlockConfig):
+    """Allosteric regulation: sparse top-k communication between regions.
+
+    Placed in a regulatory region, it reads the outputs of the coding regions before it
+    (its `sources`; the residual stream itself when there are none) and regulates the
+    coding regions after it (its `targets`, each with a learned receptor ρ_j):
+
+        σ_{i,t} = x^{(i)}_t W_s                          summary of source i   (S)
+        a_{ij,t} = σ_{i,t}·ρ_j / √S                      affinity of i for target j
+        ω_{ij,t} = σ(a_{ij,t}) for j among i's top-k targets, 0 elsewhere
+                   (the receptor's occupancy: binding strength, learnable for any k)
+        m_{j,t} = Σ_i ω_{ij,t} σ_{i,t}                   message received by target j
+        g_{j,t} = σ(m_{j,t}·u_j + b_j)                   gate on j's residual updates
+
+    Causal (token t reads token t only) and cheap: O(sources·targets·S) per token.
+    """
+
+    k: int = 2
+    width: int = 16
+    sources: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+
+    def build(self) -> AllostericRouter:
+        return AllostericRouter(self)
+
+    @property
+    def n_sources(self) -> int:
+        return max(1, len(self.sources))
+
+    def num_params(self) -> int:
+        s, j = self.width, len(self.targets)
+        return self.d_model * s + j * s + j * (s + 1)
+
+    def flops_per_token(self, seq_len: int) -> int:
+        s, i, j = self.width, self.n_sources, len(self.targets)
+        return 2 * i * self.d_model * s + (4 * i * j * s if j else 0)
+
+
+class AllostericRouter(nn.Module):
+    def __init__(self, cfg: AllostericConfig):
+        super().__init__()
+        self.cfg = cfg
+        j, s = len(cfg.targets), cfg.width
+        self.summary = nn.Linear(cfg.d_model, s, bias=False)
+        self.receptors = nn.Parameter(torch.randn(j, s) / s ** 0.5)
+        self.response = nn.Parameter(torch.randn(j, s) / s ** 0.5)
+        self.response_bias = nn.Parameter(torch.zeros(j))
+
+    def forward(self, sources: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """sources: outputs (B, T, D) of the source regions -> gate (B, T, 1) per target."""
+        c = self.cfg
+        if not c.targets:
+            return {}
+        summary = torch.stack([self.summary(x) for x in sources], -2)          # (B, T, I, S)
+        # matmuls, not einsums: einsum turns size-1 contractions into uncounted products
+        affinity = summary @ self.receptors.T / c.width ** 0.5                  # (B, T, I, J)
+        k = min(c.k, len(c.targets))
+        top, idx = affinity.topk(k, -1)
+        weight = torch.zeros_like(affinity).scatter(-1, idx, torch.sigmoid(top))
+        message = weight.transpose(-1, -2) @ summary                          # (B, T, J, S)
+        gate = torch.sigmoid((message * self.response).sum(-1) + self.response_bias)
+        return {t: gate[..., n, None] for n, t in enumerate(c.targets)}

@@ -1,0 +1,77 @@
+"""Gated recurrences: LSTM (Hochreiter & Schmidhuber, 1997) and GRU (Cho et al., 2014).
+
+    LSTM: [i, f, g, o] = σ,σ,tanh,σ(x_t W + h_{t-1} U + b),  c_t = f⊙c_{t-1} + i⊙g,
+          h_t = o⊙tanh(c_t)
+    GRU:  r, z = σ(x_t W_{r,z} + h_{t-1} U_{r,z} + b),  n = tanh(x_t W_n + b_n + r⊙(h_{t-1} U_n + b'_n)),
+          h_t = (1 - z)⊙n + z⊙h_{t-1}
+    y_t = h_t W_out (hidden -> d_model)
+
+Training uses PyTorch's fused `nn.LSTM` / `nn.GRU` (cuDNN on CUDA); `step` runs the same
+module on one token with the carried (h, c) / h. The recurrences' matrix work is declared in
+`extra_flops_per_token` (fused kernels are opaque to a FLOP counter on some backends).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from phenotype.blocks.base import BlockConfig, linear_params
+
+
+@dataclass(frozen=True)
+class LSTMConfig(BlockConfig):
+    hidden: int = 64
+    gates = 4                   # LSTM: input, forget, cell, output
+
+    def build(self) -> nn.Module:
+        return FusedRecurrence(self)
+
+    def num_params(self) -> int:
+        h, d, g = self.hidden, self.d_model, self.gates
+        return g * h * (d + h) + 2 * g * h + linear_params(h, d, self.bias)
+
+    def flops_per_token(self, seq_len: int) -> int:
+        return 2 * self.hidden * self.d_model + self.extra_flops_per_token()
+
+    def extra_flops_per_token(self) -> int:
+        return 2 * self.gates * self.hidden * (self.d_model + self.hidden)
+
+    def state_fixed(self) -> int:
+        return 2 * self.hidden
+
+
+@dataclass(frozen=True)
+class GRUConfig(LSTMConfig):
+    gates = 3                   # GRU: reset, update, new
+
+    def state_fixed(self) -> int:
+        return self.hidden
+
+
+class FusedRecurrence(nn.Module):
+    def __init__(self, cfg: LSTMConfig):
+        super().__init__()
+        self.cfg = cfg
+        rnn = nn.GRU if isinstance(cfg, GRUConfig) else nn.LSTM
+        self.rnn = rnn(cfg.d_model, cfg.hidden, batch_first=True)
+        self.out_proj = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, T, D) -> (B, T, D)."""
+        return self.out_proj(self.rnn(x)[0])
+
+    def init_state(self, batch: int) -> Any:
+        h = self.out_proj.weight.new_zeros(1, batch, self.cfg.hidden)
+        return h if isinstance(self.rnn, nn.GRU) else (h, h.clone())
+
+    def step(self, x_t: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """x_t: (B, D) -> (B, D); state: h (1, B, H) for the GRU, (h, c) for the LSTM."""
+        y, state = self.rnn(x_t[:, None], state)
+        return self.out_proj(y[:, 0]), state
+
+    def state_size(self, seq_len: int) -> int:
+        return self.cfg.state_fixed()
