@@ -41,6 +41,17 @@ def _open_store(url: str):
 
 
 # -- evolve run ---------------------------------------------------------------------------
+def _build_cpu_kernels() -> None:
+    """Build (or load from cache) the C++ CPU kernels once in the driver, so that workers
+    only load them: a first-ever build takes ~30 s and must not eat candidates' time limits."""
+    import torch
+
+    if not torch.cuda.is_available():
+        from kernels.selective_scan import cpu
+
+        cpu.available()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from evaluation import EvaluationPool
     from evolution.engine import Engine, RunConfig, best_of
@@ -52,6 +63,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         "population": args.population, "generations": args.generations, "steps": args.steps,
         "task": args.task, "seed": args.seed, "workers": args.workers,
         "ray_address": args.ray_address, "max_params": args.max_params,
+        "space": args.space, "strategy": args.strategy, "max_state_bytes": args.max_state_bytes,
+        "objectives": tuple(args.objectives.split(",")) if args.objectives else None,
+        "memory_from": args.memory_from, "max_evaluations": args.evaluations,
+        "min_steps": args.min_steps, "promote": args.promote, "batch": args.batch,
+        "sample_size": args.sample_size,
     }.items() if v is not None}
     if overrides.get("population", 2) < 2:
         raise UsageError("--population must be at least 2")
@@ -60,8 +76,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{name} is out of range")
     from evaluation import get_task
     try:
-        get_task(overrides.get("task", "mqar"))
-    except (KeyError, ValueError) as e:
+        if overrides.get("space", "dogma") == "dogma":
+            for task in overrides.get("task", "mqar").split(","):
+                get_task(task.strip())
+        RunConfig(**overrides)
+    except (KeyError, ValueError, TypeError) as e:
         raise UsageError(str(e).strip("'\"")) from None
     store = _open_store(args.store)
     progress = RunProgress(enabled=not args.quiet)
@@ -75,10 +94,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             except KeyError as e:
                 raise UsageError(str(e).strip("'\"")) from None
         else:
-            engine = Engine(RunConfig(**overrides), store, None, on_event=progress.on_event)
+            try:
+                engine = Engine(RunConfig(**overrides), store, None, on_event=progress.on_event)
+            except (KeyError, ValueError) as e:
+                raise UsageError(str(e).strip("'\"")) from None
         progress.start(engine.run_id, engine.config)
-        with EvaluationPool(workers=engine.config.workers, ray_address=engine.config.ray_address,
-                            timeout_s=engine.config.timeout_s) as pool:
+        if engine.config.space == "nb201":
+            from evolution.nb201 import TableEvaluator
+            pool_context: Any = TableEvaluator()  # a table lookup: no Ray
+        else:
+            _build_cpu_kernels()
+            pool_context = EvaluationPool(workers=engine.config.workers,
+                                          ray_address=engine.config.ray_address,
+                                          timeout_s=engine.config.timeout_s)
+        with pool_context as pool:
             engine.pool = pool
             try:
                 population = engine.run()
@@ -121,19 +150,25 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
 
 # -- evolve runs --------------------------------------------------------------------------
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = _open_store(args.store).list_runs()
+    from evolution.policy import top_operators
+
+    store = _open_store(args.store)
+    runs = store.list_runs()
     rows = [{"id": r.id, "status": r.status, "generations": r.generations,
              "evaluated": r.evaluated, "created": r.created.isoformat(timespec="seconds"),
-             "task": r.task, "seed": r.seed} for r in runs]
+             "task": r.task, "seed": r.seed, "strategy": r.config.get("strategy", "nsga2"),
+             "top_operators": top_operators(store.policy(r.id), 3)} for r in runs]
     if args.json:
         _emit_json(rows)
         return 0
     table = Table(title="runs")
-    for col in ("id", "status", "generations", "evaluated", "created", "task", "seed"):
+    for col in ("id", "status", "generations", "evaluated", "created", "task", "seed",
+                "strategy", "top operators"):
         table.add_column(col)
     for r in rows:
+        top = ", ".join(f"{o['operator']} {o['rate']:.2f}" for o in r["top_operators"]) or "-"
         table.add_row(*(str(r[c]) for c in ("id", "status", "generations", "evaluated", "created",
-                                            "task", "seed")))
+                                            "task", "seed", "strategy")), top)
     _out(args).print(table)
     return 0
 
@@ -161,6 +196,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     out.print("regions:")
     for r in data["regions"]:
         out.print(f"  {r['id']:>6} {r['type']:<11} {r['summary']}")
+    if data.get("operator_credit"):
+        out.print("operator credit of the run (success rate, trials):")
+        for o in data["operator_credit"]:
+            out.print(f"  {o['operator']:<22} {o['rate']:.2f} ({o['trials']})")
     out.print("ancestry (back to the seeds):")
     for step in data["ancestry"]:
         change = "seed" if step["operator"] is None else \
@@ -290,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="SQLAlchemy URL of the store (default: sqlite:///evolve.db)")
     common.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
-    parser = argparse.ArgumentParser(prog="evolve", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="evolve", description="Evolutionary architecture search over DOGMA genomes.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", parents=[common], help="run an evolutionary search")
@@ -303,6 +343,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ray-address", help="join an existing Ray cluster (default: local)")
     run.add_argument("--max-params", type=int, help="hard parameter budget")
     run.add_argument("--resume", metavar="RUN_ID", help="continue a run from its last generation")
+    run.add_argument("--space", choices=("dogma", "nb201"), help="search space (dogma)")
+    run.add_argument("--strategy", choices=("nsga2", "regularized", "random"),
+                     help="nsga2 (default), regularized (aging evolution) or random")
+    run.add_argument("--objectives", help="comma list starting with quality, among quality, "
+                     "params, state_bytes, flops, latency (default quality,params)")
+    run.add_argument("--max-state-bytes", type=int, help="hard inference-state budget")
+    run.add_argument("--memory-from", metavar="RUN_ID",
+                     help="start from that run's operator credit and elites")
+    run.add_argument("--evaluations", type=int, help="budget of real evaluations")
+    run.add_argument("--min-steps", type=int,
+                     help="multi-fidelity: train every child this many steps first")
+    run.add_argument("--promote", type=float, help="multi-fidelity: fraction promoted (0.25)")
+    run.add_argument("--batch", type=int, help="children per generation (default population)")
+    run.add_argument("--sample-size", type=int, help="regularized: tournament sample (3)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
 
@@ -344,6 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--id", help="individual id or genome-id prefix")
     export.add_argument("-o", "--output", required=True, help="output directory")
     export.set_defaults(func=cmd_export)
+
+    from evolution.replay import add_replay_command
+
+    add_replay_command(sub, common)
     return parser
 
 

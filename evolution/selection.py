@@ -44,4 +44,4 @@ def tournament(population: Sequence[Candidate], rng: random.Random) -> Candidate
 def pareto_front(population: Sequence[Candidate]) -> list[Candidate]:
     """The non-dominated individuals, best quality first."""
     front = tools.sortNondominated(list(population), len(population), first_front_only=True)[0]
-    return sorted(front, key=lambda ind: (-ind.fitness.values[0], ind.fitness.values[1]))
+    return sorted(front, key=lambda ind: (-ind.fitness.values[0], *ind.fitness.values[1:]))

@@ -66,6 +66,11 @@ def _region_summary(genome: Genome) -> list[dict[str, Any]]:
 
 def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
     """Everything `evolve audit` shows, as plain data."""
+    from evolution.policy import top_operators
+
+    credit = top_operators(store.policy(record.run_id), 10)
+    if record.yaml.startswith("space: nb201"):  # a table-space cell: no DOGMA accounting
+        return _cell_audit(store, record, credit)
     genome = Genome.from_yaml(record.yaml)
     acct = account(genome)
     ancestry = [{"id": s.individual_id, "depth": s.depth, "generation": s.generation,
@@ -86,6 +91,28 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
         "state_bytes_fixed": acct.state_bytes_fixed,
         "flops_per_token": acct.flops_per_token,
         "ancestry": ancestry,
+        "operator_credit": credit,
+    }
+
+
+def _ancestry(store: Store, record: IndividualRecord) -> list[dict[str, Any]]:
+    return [{"id": s.individual_id, "depth": s.depth, "generation": s.generation,
+             "genome_id": s.genome_id, "operator": s.operator, "change": s.change,
+             "parents": [p.parent_id for p in s.parents]}
+            for s in store.ancestry(record.id)]
+
+
+def _cell_audit(store: Store, record: IndividualRecord, credit: list) -> dict[str, Any]:
+    metrics = record.metrics or {}
+    return {
+        "id": record.id, "run_id": record.run_id, "generation": record.generation,
+        "genome_id": record.genome_id, "sequence": record.sequence,
+        "regions": [], "edges": [], "parents": record.parents, "operator": record.operator,
+        "change": record.change, "status": record.status, "metrics": metrics,
+        "reason": record.evaluation.reason if record.evaluation else None, "seed": record.seed,
+        "params": int(metrics.get("params", 0)), "active_params": int(metrics.get("params", 0)),
+        "state_bytes_per_token": 0, "state_bytes_fixed": 0, "flops_per_token": 0,
+        "ancestry": _ancestry(store, record), "operator_credit": credit,
     }
 
 

@@ -1,0 +1,76 @@
+"""Search strategies through one loop: who breeds, who survives.
+
+- `nsga2` (default): binary crowded tournaments for mating, NSGA-II (mu + lambda) survival.
+- `regularized`: aging evolution (Real et al. 2019): each parent is the best of a random
+  sample of S members; every child joins and the oldest members die (population P).
+- `random`: children are fresh samples of the space; the population keeps the NSGA-II
+  best, only for reporting (random search does not use it).
+
+Each strategy sees the same store, budget, cache, lineage and meta-policy; a strategy is
+only `mates(population, n, rng)` and `survivors(population, children, k)`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from evolution.selection import assign_rank_and_crowding, survivors, tournament
+from evolution.types import Candidate
+
+STRATEGIES = ("nsga2", "regularized", "random")
+
+
+def _key(ind: Candidate) -> tuple[float, float]:
+    return (ind.rank, -ind.fitness.crowding_dist)
+
+
+class NSGA2:
+    name = "nsga2"
+    breeds = True
+
+    def prepare(self, population: Sequence[Candidate]) -> None:
+        assign_rank_and_crowding(population)
+
+    def mates(self, population: Sequence[Candidate], n: int, rng: random.Random) -> list:
+        return [tournament(population, rng) for _ in range(n)]
+
+    def survivors(self, population: Sequence[Candidate], children: Sequence[Candidate],
+                  k: int) -> list:
+        return survivors(list(population) + list(children), k)
+
+
+class Regularized(NSGA2):
+    name = "regularized"
+
+    def __init__(self, sample_size: int = 3):
+        self.sample_size = sample_size
+
+    def mates(self, population: Sequence[Candidate], n: int, rng: random.Random) -> list:
+        out = []
+        for _ in range(n):
+            sample = rng.sample(list(population), min(self.sample_size, len(population)))
+            out.append(min(sample, key=_key))
+        return out
+
+    def survivors(self, population: Sequence[Candidate], children: Sequence[Candidate],
+                  k: int) -> list:
+        everyone = sorted(list(population) + list(children), key=lambda i: i.age)
+        kept = everyone[-k:]  # the oldest die, whatever their fitness
+        assign_rank_and_crowding(kept)
+        return kept
+
+
+class RandomSearch(NSGA2):
+    name = "random"
+    breeds = False
+
+
+def make_strategy(name: str, sample_size: int = 3) -> NSGA2:
+    if name == "nsga2":
+        return NSGA2()
+    if name == "regularized":
+        return Regularized(sample_size)
+    if name == "random":
+        return RandomSearch()
+    raise ValueError(f"strategy must be one of {STRATEGIES}, not {name!r}")
