@@ -64,13 +64,13 @@ class RunConfig:
     """Everything that determines a run; stored with it so `resume` needs nothing else."""
 
     population: int = 64
-    generations: int = 3          # generations of offspring after the initial one
+    generations: int = 2          # generations of offspring after the seeds (fits 10 min on 2 cores)
     steps: int = 200              # training steps per evaluation (the full fidelity)
     task: str = "mqar"            # one task or a comma list (fitness: the per-task mean)
     seed: int = 0
     max_params: int = 250_000     # hard constraint, applied before selection
     crossover_rate: float = 0.2
-    timeout_s: float = 300.0      # per candidate
+    timeout_s: float = 60.0       # per candidate: slower ones are recorded as "timeout" failures
     workers: int | None = None
     ray_address: str | None = None
     space: str = "dogma"          # dogma | nb201
