@@ -19,7 +19,7 @@ from .evaluate import (
     safetensors_bytes,
     train_model,
 )
-from .pool import EvaluationPool
+from .pool import EvaluationPool, LeaseEvent, TransientFailure
 from .result import STATUSES, EvalRequest, EvalResult
 from .tasks import IGNORE_INDEX, TASKS, Task, get_task
 from .trainer import train_and_score
@@ -34,9 +34,11 @@ __all__ = [
     "EvaluationPool",
     "EvaluationTimeout",
     "IncompatibleModel",
+    "LeaseEvent",
     "MemoryBudgetExceeded",
     "NonFiniteLoss",
     "Task",
+    "TransientFailure",
     "account_genome",
     "build_from_genome",
     "classify_failure",

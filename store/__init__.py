@@ -6,6 +6,7 @@ metrics and change records JSON-able dicts. A generation is committed in one tra
 generation with nothing lost and nothing doubled.
 """
 
+from store.leases import LeaseLog
 from store.records import (
     AncestryStep,
     ArchiveIn,
@@ -15,6 +16,8 @@ from store.records import (
     GenomeIn,
     IndividualIn,
     IndividualRecord,
+    LeaseIn,
+    LeaseRecord,
     LineageIn,
     ParentEdge,
     PolicyIn,
@@ -36,6 +39,9 @@ __all__ = [
     "GenomeIn",
     "IndividualIn",
     "IndividualRecord",
+    "LeaseIn",
+    "LeaseLog",
+    "LeaseRecord",
     "LineageIn",
     "ParentEdge",
     "PolicyIn",

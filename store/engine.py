@@ -10,6 +10,11 @@ SQLite gets two engines on the same file:
 
 Both disable pysqlite's own transaction handling (``isolation_level = None``) and let
 SQLAlchemy's "begin" event emit BEGIN, the recipe in SQLAlchemy's SQLite documentation.
+
+PostgreSQL (``postgresql+psycopg://...``) and other servers get one connection pool: writes
+run at the server's default READ COMMITTED (a run's generation commit locks its ``runs``
+row, genomes shared by runs are inserted with ON CONFLICT DO NOTHING), reads run as
+READ ONLY, REPEATABLE READ transactions so a reader sees one snapshot, as on SQLite.
 """
 
 from __future__ import annotations
@@ -32,11 +37,11 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 @dataclass(frozen=True)
 class Engines:
     write: Engine
-    read: Engine  # the same object as ``write`` unless the database is a SQLite file
+    read: Engine  # a second engine (SQLite file) or the write engine with read options
 
     def dispose(self) -> None:
         self.write.dispose()
-        if self.read is not self.write:
+        if self.read.pool is not self.write.pool:
             self.read.dispose()
 
 
@@ -110,6 +115,12 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engine
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         engine = create_engine(parsed, pool_pre_ping=True)
+        if parsed.get_backend_name() == "postgresql":
+            # Same pool, other per-connection settings for the read transactions.
+            read = engine.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+            return Engines(write=engine, read=read)
         return Engines(write=engine, read=engine)
 
     path = sqlite_file(parsed)
@@ -130,6 +141,9 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engine
         raise StoreError(f"cannot create {path}: folder {path.parent} does not exist")
     write = create_engine(parsed, connect_args=connect_args)
     _sqlite_listeners(write, begin="BEGIN IMMEDIATE", query_only=False, wal=True)
+    # Switch the file to WAL before any reader connects (a query_only connection cannot).
+    with write.connect():
+        pass
     read = create_engine(parsed, connect_args=connect_args)
     _sqlite_listeners(read, begin="BEGIN", query_only=True, wal=False)
     return Engines(write=write, read=read)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     DateTime,
     Float,
     ForeignKey,
@@ -31,6 +32,9 @@ from sqlalchemy.types import TypeDecorator
 
 RUN_STATUSES = ("running", "finished", "failed")
 EVALUATION_STATUSES = ("ok", "invalid", "nan", "oom", "timeout", "crash")
+LEASE_STATES = ("running", "done", "expired", "lost", "cancelled")
+#: Bumped when a release changes tables in a way ``create_all`` cannot (new tables are fine).
+SCHEMA_VERSION = 2
 
 
 def canonical_json(value: Any) -> str:
@@ -93,7 +97,7 @@ class Run(Base):
     created: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     status: Mapped[str] = mapped_column(String(16), default="running")
     config: Mapped[Any] = mapped_column(JSONText)
-    seed: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)  # 63-bit derived seeds
     task: Mapped[str] = mapped_column(Text)
     last_generation: Mapped[int] = mapped_column(Integer, default=-1)
 
@@ -124,7 +128,7 @@ class Individual(Base):
     generation: Mapped[int] = mapped_column(Integer)
     slot: Mapped[int] = mapped_column(Integer)
     genome_id: Mapped[str] = mapped_column(ForeignKey("genomes.id"), index=True)
-    seed: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)  # 63-bit derived seeds
     operator: Mapped[str | None] = mapped_column(Text, nullable=True)
     change: Mapped[Any | None] = mapped_column(JSONText, nullable=True)
 
@@ -168,7 +172,7 @@ class Evaluation(Base):
     genome_id: Mapped[str] = mapped_column(ForeignKey("genomes.id"))
     task: Mapped[str] = mapped_column(Text)
     fidelity: Mapped[str] = mapped_column(Text)
-    seed: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)  # 63-bit derived seeds
     individual_id: Mapped[int | None] = mapped_column(
         ForeignKey("individuals.id"), nullable=True, index=True
     )
@@ -235,3 +239,49 @@ class Artifact(Base):
     blob: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     sha256: Mapped[str] = mapped_column(String(64))
     created: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SchemaVersion(Base):
+    """The schema version the database was created with (one row).
+
+    Written in the same guarded transaction as the tables (see ``Store._create_schema``), so
+    a store either has all its tables and this row, or neither; a program refuses a store
+    written by a newer schema instead of misreading it.
+    """
+
+    __tablename__ = "schema_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class Lease(Base):
+    """One attempt at an evaluation while it is (or was) in flight on a worker.
+
+    The driver writes these rows (it is the single writer); workers only send heartbeats to
+    the driver. ``expires`` is pushed forward by each heartbeat; a row still ``running`` past
+    ``expires`` belongs to an attempt nobody is watching any more (a driver killed mid-way)
+    and is reclaimed as ``expired`` by :meth:`Store.reclaim_expired_leases`. The key is the
+    evaluation's natural key plus the attempt number. ``genome_id`` has no foreign key: an
+    evaluation runs before its generation (and so its genome) is committed.
+    """
+
+    __tablename__ = "leases"
+    __table_args__ = (
+        UniqueConstraint("run_id", "genome_id", "task", "fidelity", "seed", "attempt"),
+        Index("ix_leases_state", "state", "expires"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    genome_id: Mapped[str] = mapped_column(String(64))
+    task: Mapped[str] = mapped_column(Text)
+    fidelity: Mapped[str] = mapped_column(Text)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    attempt: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    worker: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    started: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    heartbeat: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires: Mapped[datetime] = mapped_column(UTCDateTime)

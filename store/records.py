@@ -92,6 +92,41 @@ class ArchiveIn:
 
 
 @dataclass(frozen=True)
+class LeaseIn:
+    """The driver's news about one attempt of an evaluation (upserted by its key).
+
+    ``state`` is running / done / expired / lost / cancelled; a running lease lasts
+    ``lease_s`` seconds from now unless renewed by the next update.
+    """
+
+    genome_id: str
+    task: str
+    fidelity: Fidelity
+    seed: int
+    attempt: int
+    state: str
+    lease_s: float = 60.0
+    worker: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    run_id: str
+    genome_id: str
+    task: str
+    fidelity: Fidelity
+    seed: int
+    attempt: int
+    state: str
+    worker: str | None
+    reason: str | None
+    started: datetime
+    heartbeat: datetime
+    expires: datetime
+
+
+@dataclass(frozen=True)
 class RunRecord:
     id: str
     status: str

@@ -15,29 +15,35 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sqlalchemy import func, insert, select
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy import func, insert, inspect, select, text
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from store.engine import Engines, describe, open_engines
 from store.models import (
     EVALUATION_STATUSES,
+    LEASE_STATES,
     RUN_STATUSES,
+    SCHEMA_VERSION,
     Archive,
     Artifact,
     Base,
     Evaluation,
     Genome,
     Individual,
+    Lease,
     Lineage,
     Member,
     Policy,
     Run,
+    SchemaVersion,
     canonical_json,
+    utcnow,
 )
 from store.records import (
     AncestryStep,
@@ -48,6 +54,8 @@ from store.records import (
     GenomeIn,
     IndividualIn,
     IndividualRecord,
+    LeaseIn,
+    LeaseRecord,
     LineageIn,
     ParentEdge,
     PolicyIn,
@@ -60,18 +68,29 @@ from store.records import (
 T = TypeVar("T")
 _HEX = re.compile(r"[0-9a-f]+")
 _CHUNK = 500  # ids per IN (...) list, far below any backend's bound-parameter limit
-_WRITE_ATTEMPTS = 3
+_WRITE_ATTEMPTS = 5
+# Any 64-bit constant: the PostgreSQL advisory lock that serialises schema creation.
+_SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"dogma-evolve schema").digest()[:8], "big") >> 1
+# PostgreSQL errors after which the whole transaction may simply run again:
+# serialization_failure, deadlock_detected, lock_not_available.
+_RETRY_SQLSTATES = {"40001", "40P01", "55P03"}
+_DAMAGED = ("malformed", "not a database")
 
 
 def _one_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    message = str(orig if orig is not None else exc).strip()
+    line = message.splitlines()[0] if message else type(exc).__name__
+    if any(word in line.lower() for word in _DAMAGED):
+        line += " (the store file is damaged; it was left as it is)"
+    return line
 
 
-def _is_busy(exc: OperationalError) -> bool:
-    text = str(exc.orig).lower()
-    return "locked" in text or "busy" in text
+def _is_busy(exc: DBAPIError) -> bool:
+    if getattr(exc.orig, "sqlstate", None) in _RETRY_SQLSTATES:
+        return True
+    message = str(exc.orig).lower()
+    return isinstance(exc, OperationalError) and ("locked" in message or "busy" in message)
 
 
 def _chunks(values: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -141,9 +160,7 @@ class Store:
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open {describe(url)}: {_one_line(exc)}") from exc
         try:
-            self._write(
-                lambda session: Base.metadata.create_all(session.connection()), "creating tables"
-            )
+            self._create_schema()
         except StoreError as exc:
             self.close()
             raise StoreError(f"cannot open {describe(url)}: {exc}") from exc
@@ -166,6 +183,55 @@ class Store:
     ) -> None:
         self.close()
 
+    def _schema_version(self, session: Session) -> int | None:
+        """The stored schema version; None when the schema is not (completely) there."""
+        connection = session.connection()
+        names = set(inspect(connection).get_table_names())
+        if not names:
+            return None
+        if SchemaVersion.__tablename__ not in names:
+            return 1 if "runs" in names else None  # stores written before the version table
+        version = session.scalar(select(SchemaVersion.version).where(SchemaVersion.id == 1))
+        if version is None or not set(Base.metadata.tables) <= names:
+            return None
+        return int(version)
+
+    def _create_schema(self) -> None:
+        """Create missing tables once, safely when several processes open an empty store.
+
+        The common case (the schema is there) is a read, so opening a store in use by a
+        running driver takes no write lock. Otherwise tables and the version row are made
+        in one write transaction, serialised by BEGIN IMMEDIATE on SQLite and by a
+        transaction-scoped advisory lock on PostgreSQL (its DDL is transactional, so a
+        second process waits, then finds everything and creates nothing).
+        """
+
+        def check(version: int | None) -> bool:
+            if version is not None and version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store has schema version {version}, newer than this program's "
+                    f"{SCHEMA_VERSION}; upgrade dogma-evolve to use it"
+                )
+            return version == SCHEMA_VERSION
+
+        if check(self._read(self._schema_version, "reading the schema version")):
+            return
+
+        def create(session: Session) -> None:
+            connection = session.connection()
+            if connection.dialect.name == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+            if check(self._schema_version(session)):
+                return  # another process created it while we waited for the lock
+            Base.metadata.create_all(connection)
+            row = session.get(SchemaVersion, 1)
+            if row is None:
+                session.add(SchemaVersion(id=1, version=SCHEMA_VERSION))
+            else:
+                row.version = SCHEMA_VERSION
+
+        self._write(create, "creating tables")
+
     def _live(self) -> Engines:
         if self._engines is None:
             raise StoreError("store is closed")
@@ -183,7 +249,7 @@ class Store:
                 with Session(engine, expire_on_commit=False) as session:
                     with session.begin():
                         return work(session)
-            except OperationalError as exc:
+            except DBAPIError as exc:
                 if _is_busy(exc) and attempt + 1 < _WRITE_ATTEMPTS:
                     time.sleep(0.1 * (attempt + 1))
                     continue
@@ -565,6 +631,112 @@ class Store:
                 f"differs from the stored {digest}"
             )
         return content
+
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def update_leases(self, run_id: str, updates: Iterable[LeaseIn]) -> None:
+        """Upsert the driver's lease news in one transaction (see :class:`LeaseIn`).
+
+        A lease that is no longer running (done, expired, lost, cancelled) is final: a
+        late heartbeat of the same attempt cannot turn it back into running.
+        """
+        batch = list(updates)
+        for update in batch:
+            if update.state not in LEASE_STATES:
+                raise StoreError(f"lease state must be one of {LEASE_STATES}, not {update.state!r}")
+            _fidelity_key(update.fidelity)
+        if not batch:
+            return
+
+        def work(session: Session) -> None:
+            if session.get(Run, run_id) is None:
+                raise StoreError(f"no run {run_id!r}")
+            now = utcnow()
+            for update in batch:
+                key = _fidelity_key(update.fidelity)
+                row = session.scalars(
+                    select(Lease).where(
+                        Lease.run_id == run_id,
+                        Lease.genome_id == update.genome_id,
+                        Lease.task == update.task,
+                        Lease.fidelity == key,
+                        Lease.seed == update.seed,
+                        Lease.attempt == update.attempt,
+                    )
+                ).first()
+                if row is None:
+                    row = Lease(
+                        run_id=run_id,
+                        genome_id=update.genome_id,
+                        task=update.task,
+                        fidelity=key,
+                        seed=update.seed,
+                        attempt=update.attempt,
+                        started=now,
+                    )
+                    session.add(row)
+                elif row.state != "running":
+                    continue
+                row.state = update.state
+                row.heartbeat = now
+                row.expires = now + timedelta(seconds=max(0.0, float(update.lease_s)))
+                if update.worker is not None:
+                    row.worker = update.worker
+                if update.reason is not None:
+                    row.reason = update.reason
+
+        self._write(work, "update_leases")
+
+    def reclaim_expired_leases(self, run_id: str | None = None) -> int:
+        """Mark running leases past their expiry as ``expired``; return how many.
+
+        Called when a driver starts or resumes: attempts of a driver that died were never
+        closed, and nobody else will close them. The evaluations themselves are not
+        touched: a generation's results are only ever those committed with it.
+        """
+
+        def work(session: Session) -> int:
+            now = utcnow()
+            query = select(Lease).where(Lease.state == "running", Lease.expires < now)
+            if run_id is not None:
+                query = query.where(Lease.run_id == run_id)
+            rows = session.scalars(query).all()
+            for row in rows:
+                row.state = "expired"
+                row.reason = row.reason or "reclaimed: no heartbeat before the lease expired"
+            return len(rows)
+
+        return self._write(work, "reclaim_expired_leases")
+
+    def leases(self, run_id: str, state: str | None = None) -> list[LeaseRecord]:
+        """Leases of a run, oldest first; optionally only those in ``state``."""
+        if state is not None and state not in LEASE_STATES:
+            raise StoreError(f"lease state must be one of {LEASE_STATES}, not {state!r}")
+
+        def work(session: Session) -> list[LeaseRecord]:
+            query = select(Lease).where(Lease.run_id == run_id)
+            if state is not None:
+                query = query.where(Lease.state == state)
+            return [
+                LeaseRecord(
+                    run_id=row.run_id,
+                    genome_id=row.genome_id,
+                    task=row.task,
+                    fidelity=json.loads(row.fidelity),
+                    seed=row.seed,
+                    attempt=row.attempt,
+                    state=row.state,
+                    worker=row.worker,
+                    reason=row.reason,
+                    started=row.started,
+                    heartbeat=row.heartbeat,
+                    expires=row.expires,
+                )
+                for row in session.scalars(query.order_by(Lease.id))
+            ]
+
+        return self._read(work, "leases")
 
 
 # -- helpers for commit_generation ----------------------------------------------------------

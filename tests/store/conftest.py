@@ -1,10 +1,16 @@
-"""Shared helpers for the store tests, offered as fixtures (no import path games)."""
+"""Shared helpers for the store tests, offered as fixtures (no import path games).
+
+Every test that takes ``store`` / ``store_url`` runs twice: on a new SQLite file and on a
+new PostgreSQL database (``EVOLVE_TEST_POSTGRES_URL``, which ``.ci/with-postgres`` sets).
+Without that variable the PostgreSQL half is skipped with the reason, unless
+``EVOLVE_REQUIRE_POSTGRES`` is set (CI), where it fails instead.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,17 +18,13 @@ from types import SimpleNamespace
 import pytest
 
 from store import GenomeIn, Store
-
-TABLES = (
-    "runs",
-    "genomes",
-    "individuals",
-    "members",
-    "evaluations",
-    "lineage",
-    "policy",
-    "archive",
-    "artifacts",
+from store.testing import (
+    POSTGRES_URL_ENV,
+    REQUIRE_POSTGRES_ENV,
+    execute_unchecked,
+    postgres_base_url,
+    row_counts,
+    scratch_database,
 )
 
 
@@ -30,18 +32,6 @@ def make_genome(text: str) -> GenomeIn:
     """A genome whose id is the sha256 of its YAML, as the genome package makes them."""
     yaml_text = f"regions:\n- name: {text}\n"
     return GenomeIn(hashlib.sha256(yaml_text.encode()).hexdigest(), yaml_text, f"ACGT{text}")
-
-
-def row_counts(path: Path) -> dict[str, int]:
-    """Rows per table, read through a separate plain sqlite3 connection."""
-    connection = sqlite3.connect(path)
-    try:
-        return {
-            table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in TABLES
-        }
-    finally:
-        connection.close()
 
 
 def safetensors_bytes(values: list[float]) -> bytes:
@@ -58,8 +48,21 @@ def safetensors_bytes(values: list[float]) -> bytes:
 @pytest.fixture
 def helpers() -> SimpleNamespace:
     return SimpleNamespace(
-        make_genome=make_genome, row_counts=row_counts, safetensors_bytes=safetensors_bytes
+        make_genome=make_genome,
+        row_counts=row_counts,
+        safetensors_bytes=safetensors_bytes,
+        execute_unchecked=execute_unchecked,
     )
+
+
+def postgres_or_skip() -> str:
+    url = postgres_base_url()
+    if url is None:
+        reason = f"PostgreSQL tests need {POSTGRES_URL_ENV} (run them with .ci/with-postgres)"
+        if os.environ.get(REQUIRE_POSTGRES_ENV):
+            pytest.fail(reason + f"; {REQUIRE_POSTGRES_ENV} is set", pytrace=False)
+        pytest.skip(reason)
+    return url
 
 
 @pytest.fixture
@@ -67,7 +70,17 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "evolve.db"
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, db_path: Path) -> Iterator[str]:
+    """A URL of an empty store on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{db_path}"
+        return
+    with scratch_database(postgres_or_skip()) as url:
+        yield url
+
+
 @pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    with Store(f"sqlite:///{db_path}") as handle:
+def store(store_url: str) -> Iterator[Store]:
+    with Store(store_url) as handle:
         yield handle

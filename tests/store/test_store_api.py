@@ -260,10 +260,8 @@ def test_ancestry_walks_back_to_seeds(store: Store, helpers) -> None:
 
 
 def test_artifacts_round_trip_and_tamper_detection(
-    store: Store, helpers, tmp_path, db_path
+    store: Store, helpers, tmp_path, store_url
 ) -> None:
-    import sqlite3
-
     run_id = store.create_run({}, seed=1, task="t")
     genome = helpers.make_genome("w")
     ids = store.commit_generation(
@@ -281,17 +279,16 @@ def test_artifacts_round_trip_and_tamper_detection(
     newer = helpers.safetensors_bytes([4.0])
     assert store.put_artifact(run_id, ids[0], "weights", newer) != digest
     assert store.get_artifact(ids[0], "weights") == newer
-    assert helpers.row_counts(db_path)["artifacts"] == 1
+    assert helpers.row_counts(store_url)["artifacts"] == 1
 
     with pytest.raises(StoreError, match="not safetensors"):
         store.put_artifact(run_id, ids[0], "weights", b"\x80\x04pickle")
     with pytest.raises(StoreError):
         store.put_artifact("other", ids[0], "weights", weights)
 
-    connection = sqlite3.connect(db_path)
-    with connection:
-        connection.execute("UPDATE artifacts SET blob = ?", (weights[:-1] + b"\x00",))
-    connection.close()
+    helpers.execute_unchecked(
+        store_url, [("UPDATE artifacts SET blob = :blob", {"blob": weights[:-1] + b"\x00"})]
+    )
     with pytest.raises(StoreError, match="sha256"):
         store.get_artifact(ids[0], "weights")
 

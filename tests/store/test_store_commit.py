@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from store import EvaluationIn, IndividualIn, LineageIn, Store, StoreError, by_id, by_slot
@@ -53,24 +51,24 @@ def _generation(helpers, generation: int, parents: list[int], size: int = 3) -> 
     )
 
 
-def test_retried_commit_doubles_nothing(store: Store, helpers, db_path) -> None:
+def test_retried_commit_doubles_nothing(store: Store, helpers, store_url) -> None:
     run_id = store.create_run({}, seed=1, task="mqar")
     gen0 = _generation(helpers, 0, [])
     ids0 = store.commit_generation(run_id, 0, **gen0)
     gen1 = _generation(helpers, 1, list(ids0.values()))
     ids1 = store.commit_generation(run_id, 1, **gen1)
-    counts = helpers.row_counts(db_path)
+    counts = helpers.row_counts(store_url)
     assert counts["individuals"] == 6 and counts["evaluations"] == 6 and counts["lineage"] == 3
 
     # the acknowledgement was lost: the driver sends both generations again
     assert store.commit_generation(run_id, 1, **gen1) == ids1
     assert store.commit_generation(run_id, 0, **gen0) == ids0
-    assert helpers.row_counts(db_path) == counts
+    assert helpers.row_counts(store_url) == counts
     assert store.get_run(run_id).last_generation == 1
     assert [i.id for i in store.population(run_id)] == [*ids1.values(), ids0[0]]
 
 
-def test_evaluation_natural_key_is_insert_if_absent(store: Store, helpers, db_path) -> None:
+def test_evaluation_natural_key_is_insert_if_absent(store: Store, helpers, store_url) -> None:
     run_id = store.create_run({}, seed=1, task="mqar")
     genome = helpers.make_genome("x")
     twice = EvaluationIn(genome.id, "mqar", 0, 5, "ok", {"loss": 1.0}, individual=by_slot(0))
@@ -92,17 +90,17 @@ def test_evaluation_natural_key_is_insert_if_absent(store: Store, helpers, db_pa
         evaluations=[again],
         members=[by_slot(0)],
     )
-    counts = helpers.row_counts(db_path)
+    counts = helpers.row_counts(store_url)
     assert (counts["genomes"], counts["evaluations"], counts["individuals"]) == (1, 1, 2)
     assert store.find_evaluation(genome.id, "mqar", 0, 5).status == "ok"
     # both births of the genome see its evaluation
     assert [i.status for i in store.individuals(run_id)] == ["ok", "ok"]
 
 
-def test_failed_commit_stores_nothing(store: Store, helpers, db_path) -> None:
+def test_failed_commit_stores_nothing(store: Store, helpers, store_url) -> None:
     run_id = store.create_run({}, seed=1, task="mqar")
     ids0 = store.commit_generation(run_id, 0, **_generation(helpers, 0, []))
-    before = helpers.row_counts(db_path)
+    before = helpers.row_counts(store_url)
 
     broken = _generation(helpers, 1, list(ids0.values()))
     # the last evaluation points at a slot nobody was born in: found after rows were flushed
@@ -111,7 +109,7 @@ def test_failed_commit_stores_nothing(store: Store, helpers, db_path) -> None:
     )
     with pytest.raises(StoreError, match="slot 99"):
         store.commit_generation(run_id, 1, **broken)
-    assert helpers.row_counts(db_path) == before
+    assert helpers.row_counts(store_url) == before
     assert store.get_run(run_id).last_generation == 0
 
     # a failure raised by the database itself (NOT NULL) rolls back the same way
@@ -119,7 +117,7 @@ def test_failed_commit_stores_nothing(store: Store, helpers, db_path) -> None:
     null_seed["individuals"][-1] = IndividualIn(2, null_seed["genomes"][2].id, seed=None)
     with pytest.raises(StoreError):
         store.commit_generation(run_id, 1, **null_seed)
-    assert helpers.row_counts(db_path) == before
+    assert helpers.row_counts(store_url) == before
 
     # nothing of the failed attempts is in the way of the real generation 1
     good = store.commit_generation(run_id, 1, **_generation(helpers, 1, list(ids0.values())))
@@ -127,13 +125,13 @@ def test_failed_commit_stores_nothing(store: Store, helpers, db_path) -> None:
     assert store.get_run(run_id).last_generation == 1
 
 
-def test_generation_counter_never_goes_back(store: Store, helpers, db_path) -> None:
+def test_generation_counter_never_goes_back(store: Store, helpers, store_url) -> None:
     run_id = store.create_run({}, seed=1, task="mqar")
     with pytest.raises(StoreError, match="skip"):
         store.commit_generation(run_id, 1, **_generation(helpers, 1, []))
     ids0 = store.commit_generation(run_id, 0, **_generation(helpers, 0, []))
     store.commit_generation(run_id, 1, **_generation(helpers, 1, list(ids0.values())))
-    counts = helpers.row_counts(db_path)
+    counts = helpers.row_counts(store_url)
 
     other = _generation(helpers, 7, [])  # different births offered as generation 0
     with pytest.raises(StoreError, match="already committed"):
@@ -147,7 +145,7 @@ def test_generation_counter_never_goes_back(store: Store, helpers, db_path) -> N
         store.commit_generation(run_id, 1, **relinked)
     with pytest.raises(StoreError, match="skip"):
         store.commit_generation(run_id, 3, **_generation(helpers, 3, []))
-    assert helpers.row_counts(db_path) == counts
+    assert helpers.row_counts(store_url) == counts
     assert store.get_run(run_id).last_generation == 1
 
 
@@ -171,20 +169,14 @@ def test_references_are_checked(store: Store, helpers) -> None:
     assert store.get_run(run_a).last_generation == 0
 
 
-def test_ancestry_survives_a_cycle_in_damaged_data(store: Store, helpers, db_path) -> None:
+def test_ancestry_survives_a_cycle_in_damaged_data(store: Store, helpers, store_url) -> None:
     run_id = store.create_run({}, seed=1, task="t")
     ids0 = store.commit_generation(run_id, 0, **_generation(helpers, 0, [], size=1))
     ids1 = store.commit_generation(run_id, 1, **_generation(helpers, 1, [ids0[0]], size=1))
-    connection = sqlite3.connect(db_path)
-    with connection:
-        connection.execute(
-            "INSERT INTO lineage (child_id, parent_id, operator) VALUES (?, ?, 'bad')",
-            (ids0[0], ids1[0]),
-        )
-        connection.execute(
-            "INSERT INTO lineage (child_id, parent_id, operator) VALUES (?, ?, 'bad')",
-            (ids1[0], 424242),
-        )
-    connection.close()
+    insert = "INSERT INTO lineage (child_id, parent_id, operator) VALUES (:child, :parent, 'bad')"
+    helpers.execute_unchecked(
+        store_url,
+        [(insert, {"child": ids0[0], "parent": ids1[0]}), (insert, {"child": ids1[0], "parent": 424242})],
+    )
     steps = store.ancestry(ids1[0])
     assert [s.individual_id for s in steps] == [ids1[0], ids0[0]]

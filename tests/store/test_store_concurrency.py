@@ -1,4 +1,5 @@
-"""Several driver processes, each with its own run, write one SQLite file at once."""
+"""Several driver processes, each with its own run, write one store at once (SQLite file and
+PostgreSQL database), while a reader polls it: exact row counts, no lock error surfaces."""
 
 from __future__ import annotations
 
@@ -6,11 +7,10 @@ import hashlib
 import multiprocessing
 import time
 import traceback
-from pathlib import Path
 
 from store import EvaluationIn, GenomeIn, IndividualIn, LineageIn, Store, by_id, by_slot
 
-WRITERS = 4
+WRITERS = 6
 GENERATIONS = 20
 SIZE = 6  # births per generation; slot 0 is a genome every run shares in that generation
 
@@ -67,9 +67,8 @@ def _drive(url: str, writer: int, results) -> None:
         results.put((writer, None, traceback.format_exc()))
 
 
-def test_concurrent_writers_lose_and_double_nothing(tmp_path: Path, helpers) -> None:
-    db_path = tmp_path / "shared.db"
-    url = f"sqlite:///{db_path}"
+def test_concurrent_writers_lose_and_double_nothing(store_url: str, helpers) -> None:
+    url = store_url
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     results = context.Queue()
@@ -99,7 +98,7 @@ def test_concurrent_writers_lose_and_double_nothing(tmp_path: Path, helpers) -> 
     assert reads > 0
 
     births = WRITERS * GENERATIONS * SIZE
-    counts = helpers.row_counts(db_path)
+    counts = helpers.row_counts(url)
     assert counts == {
         "runs": WRITERS,
         # one shared genome per generation, the rest per writer

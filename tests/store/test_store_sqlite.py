@@ -13,6 +13,12 @@ from sqlalchemy import event, text
 from store import IndividualIn, Store, StoreError, by_slot
 
 
+@pytest.fixture
+def store_url(db_path: Path) -> str:
+    """This module is about SQLite itself: its tests run on a SQLite file only."""
+    return f"sqlite:///{db_path}"
+
+
 def _commit_one(store: Store, helpers, run_id: str, generation: int) -> dict[int, int]:
     genome = helpers.make_genome(f"{run_id}-{generation}")
     return store.commit_generation(

@@ -1,0 +1,81 @@
+"""Throw-away databases for tests and CI (not used by the engine itself).
+
+``.ci/with-postgres`` starts a PostgreSQL server on loopback and exports its URL in
+``EVOLVE_TEST_POSTGRES_URL``; :func:`scratch_database` makes a fresh database on that
+server for one test and drops it afterwards, so tests on PostgreSQL are as isolated as
+tests on a new SQLite file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+POSTGRES_URL_ENV = "EVOLVE_TEST_POSTGRES_URL"
+#: Set (to 1) where a missing PostgreSQL server must fail the tests instead of skipping them.
+REQUIRE_POSTGRES_ENV = "EVOLVE_REQUIRE_POSTGRES"
+
+TABLES = (
+    "runs",
+    "genomes",
+    "individuals",
+    "members",
+    "evaluations",
+    "lineage",
+    "policy",
+    "archive",
+    "artifacts",
+)
+
+
+def postgres_base_url() -> str | None:
+    return os.environ.get(POSTGRES_URL_ENV) or None
+
+
+@contextmanager
+def scratch_database(base_url: str) -> Iterator[str]:
+    """A new, empty database on ``base_url``'s server; dropped (connections and all) after."""
+    base = make_url(base_url)
+    name = f"evolve_t_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield base.set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def row_counts(url: str, tables: tuple[str, ...] = TABLES) -> dict[str, int]:
+    """Rows per table, through a connection of its own (not the store's)."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return {
+                table: connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
+                for table in tables
+            }
+    finally:
+        engine.dispose()
+
+
+def execute_unchecked(url: str, statements: list[tuple[str, dict]]) -> None:
+    """Run raw SQL with foreign keys unenforced: how tests plant damaged data."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(text("SET LOCAL session_replication_role = replica"))
+            for sql, params in statements:
+                connection.execute(text(sql), params)
+    finally:
+        engine.dispose()

@@ -1,0 +1,116 @@
+"""The driver killed with SIGKILL at random points and resumed until the run ends; replay of a
+stored individual; `evolve audit` reading while a run writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from store.testing import execute_unchecked
+
+pytestmark = pytest.mark.slow
+
+RUN_ARGS = ["--population", "4", "--generations", "2", "--steps", "5", "--seed", "11",
+            "--workers", "2", "--quiet"]
+POPULATION = ("SELECT i.genome_id FROM members m JOIN individuals i ON i.id = m.individual_id "
+              "WHERE m.generation = 2 ORDER BY m.rank")
+
+
+def evolve(*args: str, store: Path, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "evolution.cli", *args, "--store", f"sqlite:///{store}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def rows(store: Path, sql: str) -> list[tuple]:
+    if not store.exists():
+        return []
+    try:
+        with sqlite3.connect(store, timeout=30) as db:
+            return db.execute(sql).fetchall()
+    except sqlite3.OperationalError:
+        return []  # tables not created yet
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, dict]:
+    store = tmp_path_factory.mktemp("reference") / "evolve.db"
+    return store, json.loads(evolve("run", *RUN_ARGS, "--json", store=store).stdout)
+
+
+def test_replay_matches_bit_for_bit_and_notices_a_change(reference, tmp_path):
+    store, result = reference
+    best = str(result["best"]["id"])
+    report = json.loads(evolve("replay", best, "--json", store=store).stdout)
+    assert report["match"] is True, report
+    assert report["metrics"]["loss"]["equal"] and report["metrics"]["accuracy"]["equal"]
+    # a stored metric altered by one ulp is noticed: exit 1, the key marked unequal
+    copy = tmp_path / "altered.db"
+    copy.write_bytes(store.read_bytes())
+    [(evaluation_id, metrics)] = rows(copy, f"SELECT id, metrics FROM evaluations WHERE "
+                                            f"individual_id = {int(best)}")
+    altered = json.loads(metrics)
+    altered["loss"] = float.fromhex(float(altered["loss"]).hex()) * (1 + 2**-52)
+    execute_unchecked(f"sqlite:///{copy}", [("UPDATE evaluations SET metrics = :m WHERE id = :i",
+                                             {"m": json.dumps(altered), "i": evaluation_id})])
+    proc = evolve("replay", best, "--json", store=copy, check=False)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["metrics"]["loss"]["equal"] is False
+
+
+def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_path, tally):
+    reference_store, reference_result = reference
+    store = tmp_path / "killed.db"
+    rng = random.Random(20240611)
+    run_id, kills, audits, highest = None, 0, 0, -1
+    while kills < 3:
+        args = ["run", "--resume", run_id] if run_id else ["run", *RUN_ARGS]
+        cmd = [sys.executable, "-m", "evolution.cli", *args, "--json", "--quiet",
+               "--store", f"sqlite:///{store}"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        deadline = time.monotonic() + rng.uniform(3.0, 15.0)
+        while time.monotonic() < deadline and proc.poll() is None:
+            committed = rows(store, "SELECT id, last_generation FROM runs")
+            if committed and committed[0][1] >= 0 and audits == 0:
+                # a reader during the run: answers, and the run goes on undisturbed
+                first = rows(store, "SELECT min(id) FROM individuals")[0][0]
+                audit = evolve("audit", str(first), "--json", store=store)
+                assert json.loads(audit.stdout)["id"] == first
+                audits += 1
+            time.sleep(0.2)
+        if proc.poll() is not None:
+            break  # finished before the kill
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        committed = rows(store, "SELECT id, last_generation FROM runs")
+        if committed:
+            run_id, generation = committed[0]
+            assert generation >= highest  # the generation counter never goes back
+            highest = generation
+    if run_id is None:
+        pytest.fail("no run was created before the kills")
+    result = json.loads(evolve("run", "--resume", run_id, "--json", "--quiet", store=store).stdout)
+    doubled = rows(store, "SELECT genome_id, task, fidelity, seed, count(*) FROM evaluations "
+                          "GROUP BY genome_id, task, fidelity, seed HAVING count(*) > 1")
+    births = rows(store, "SELECT generation, count(*) FROM individuals GROUP BY generation")
+    same = rows(store, POPULATION) == rows(reference_store, POPULATION)
+    lost = len(doubled) + (not same) + (rows(store, "SELECT status FROM runs") != [("finished",)])
+    tally.add("driver SIGKILL at a random point + resume", injected=kills, lost=lost)
+    assert doubled == []
+    assert [g for g, _ in births] == [0, 1, 2]
+    assert same and result["best"]["genome_id"] == reference_result["best"]["genome_id"]
+    assert rows(store, "SELECT status, last_generation FROM runs") == [("finished", 2)]
+    assert kills >= 1 and audits >= 0
