@@ -104,9 +104,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             pool_context: Any = TableEvaluator()  # a table lookup: no Ray
         else:
             _build_cpu_kernels()
+            from store import LeaseLog
+
             pool_context = EvaluationPool(workers=engine.config.workers,
                                           ray_address=engine.config.ray_address,
-                                          timeout_s=engine.config.timeout_s)
+                                          timeout_s=engine.config.timeout_s,
+                                          on_lease=LeaseLog(store, engine.run_id))
         with pool_context as pool:
             engine.pool = pool
             try:
