@@ -13,7 +13,7 @@ $(BIN)/evolve: pyproject.toml
 	  (command -v nvidia-smi >/dev/null && $(BIN)/pip install -q torch) || \
 	  $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
 	    --extra-index-url https://pypi.org/simple
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,bench]'
 	touch $@
 
 setup: $(BIN)/evolve
