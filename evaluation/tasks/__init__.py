@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from .base import IGNORE_INDEX, Task, derive_seed
+from .bytelm import ByteLM
 from .copying import SelectiveCopying
 from .memorization import Memorization
 from .mqar import MQAR
@@ -14,15 +15,28 @@ from .recall import FuzzyRecall, InContextRecall, NoisyRecall
 
 TASKS: dict[str, type[Task]] = {
     cls.name: cls
-    for cls in (MQAR, InContextRecall, NoisyRecall, FuzzyRecall, SelectiveCopying, Memorization)
+    for cls in (MQAR, InContextRecall, NoisyRecall, FuzzyRecall, SelectiveCopying, Memorization,
+                ByteLM)
+}
+# Named variants: settings that deserve a name of their own on the command line.
+VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
+    # MQAR with a large vocabulary (Zoology's harder regime): 64 keys, 256 values, 8 pairs.
+    "mqar_large": ("mqar", {"num_keys": 64, "num_values": 256, "num_pairs": 8}),
 }
 
 
 def get_task(name: str, **overrides: object) -> Task:
     """The task registered as ``name`` with ``overrides`` applied to its settings.
 
-    Raises ``ValueError`` for an unknown task, an unknown setting or an invalid value.
+    ``name`` may be a variant (``mqar_large``) or ``bytelm:PATH`` (byte-level language
+    modelling on the file at PATH). Raises ``ValueError`` for an unknown task, an unknown
+    setting or an invalid value.
     """
+    if name.startswith("bytelm:"):
+        name, overrides = "bytelm", {"path": name.removeprefix("bytelm:"), **overrides}
+    if name in VARIANTS:
+        name, defaults = VARIANTS[name]
+        overrides = {**defaults, **overrides}
     try:
         cls = TASKS[name]
     except KeyError:
@@ -36,6 +50,8 @@ def get_task(name: str, **overrides: object) -> Task:
 __all__ = [
     "IGNORE_INDEX",
     "MQAR",
+    "VARIANTS",
+    "ByteLM",
     "TASKS",
     "FuzzyRecall",
     "InContextRecall",
