@@ -113,7 +113,7 @@ def train_model(
     Status mapping: ``ValueError`` while building (``GenomeError`` included), an unknown
     task or a model whose logits do not fit the task -> ``invalid``; a non-finite loss or
     gradient -> ``nan``; ``torch.OutOfMemoryError``, ``MemoryError``, a ``RuntimeError``
-    saying "out of memory", or an estimated training memory over
+    saying "out of memory" (or the CPU allocator's wording), or an estimated training memory over
     ``request.max_memory_bytes`` -> ``oom``; more than ``request.timeout_s`` seconds ->
     ``timeout``; any other exception -> ``crash`` with its type and message.
     """
@@ -213,6 +213,12 @@ def train_model(
             torch.cuda.empty_cache()
 
 
+# How allocators word a failed allocation in a plain RuntimeError: CUDA and others say
+# "out of memory"; PyTorch's CPU allocator says "DefaultCPUAllocator: can't allocate
+# memory" (Linux, errno 12) or "DefaultCPUAllocator: not enough memory" (Windows).
+_OOM_MARKS = ("out of memory", "can't allocate memory", "not enough memory")
+
+
 def classify_failure(error: BaseException) -> tuple[Status, str]:
     """Map an exception raised while training or scoring to ``(status, one-line reason)``."""
     if isinstance(error, NonFiniteLoss):
@@ -221,7 +227,9 @@ def classify_failure(error: BaseException) -> tuple[Status, str]:
         return "timeout", str(error)
     if isinstance(error, torch.OutOfMemoryError | MemoryError):
         return "oom", _describe(error)
-    if isinstance(error, RuntimeError) and "out of memory" in str(error).lower():
+    if isinstance(error, RuntimeError) and any(
+        mark in str(error).lower() for mark in _OOM_MARKS
+    ):
         return "oom", _describe(error)
     if isinstance(error, IncompatibleModel):
         return "invalid", str(error)

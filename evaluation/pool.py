@@ -3,7 +3,8 @@ lost workers, exactly one result per request.
 
 Ray starts once per pool (``with EvaluationPool() as pool``). Locally it is started on
 the loopback interface only, without dashboard or usage reporting; with ``ray_address``
-the pool joins an existing cluster and leaves it running on exit.
+the pool joins an existing cluster (one on loopback, such as a test cluster, in Ray's
+single-machine mode, see :func:`_loopback_only`) and leaves it running on exit.
 
 Leases. Every attempt at an evaluation holds a lease while it is in flight. The worker
 runs a daemon thread that sends a heartbeat (its host, pid and Ray node) every
@@ -33,6 +34,7 @@ so a replay can use the same thread count and a report can say where a candidate
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import socket
@@ -164,12 +166,8 @@ def _evaluate_on_worker(
         result = evaluate(request, build_model)
     finally:
         stop.set()
-    status, reason = result.status, result.reason
-    # A CPU allocation failure is a RuntimeError without "out of memory" in it.
-    if status == "crash" and "can't allocate memory" in reason:
-        status = "oom"
     metrics = {**result.metrics, "torch_threads": torch_threads, **identity}
-    return replace(result, status=status, reason=reason, metrics=metrics)
+    return replace(result, metrics=metrics)
 
 
 class EvaluationPool:
@@ -259,9 +257,15 @@ class EvaluationPool:
                         logging_level=logging.ERROR,
                     )
             else:
-                ray.init(
-                    address=self.ray_address, log_to_driver=False, logging_level=logging.ERROR
-                )
+                _check_reachable(self.ray_address)
+                # A cluster on loopback is reachable only there, yet Ray rewrites a
+                # loopback address to this machine's routable one and then waits for a
+                # GCS that never answers: join it in single-machine mode.
+                loopback = _is_loopback(self.ray_address)
+                with _loopback_only() if loopback else contextlib.nullcontext():
+                    ray.init(
+                        address=self.ray_address, log_to_driver=False, logging_level=logging.ERROR
+                    )
             self._started_ray = self.ray_address is None
         resources = ray.cluster_resources()
         cpus = max(1, int(resources.get("CPU", 1)))
@@ -508,6 +512,38 @@ def _import_ray():
     import ray
 
     return ray
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a cluster address (``host:port``, ``ray://host:port``); None for
+    ``auto`` and other forms without a port."""
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not (port.isascii() and port.isdigit()):
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether a cluster address names this machine's loopback interface."""
+    host = (_host_port(address) or ("", 0))[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Raise ConnectionError unless something accepts connections at ``address``: Ray
+    itself waits minutes for a cluster that is not there."""
+    host_port = _host_port(address)
+    if host_port is None:
+        return
+    try:
+        socket.create_connection(host_port, timeout=timeout_s).close()
+    except OSError as error:
+        raise ConnectionError(f"no Ray cluster answers at {address}: {error}") from None
 
 
 @contextlib.contextmanager

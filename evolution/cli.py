@@ -110,13 +110,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                                           ray_address=engine.config.ray_address,
                                           timeout_s=engine.config.timeout_s,
                                           on_lease=LeaseLog(store, engine.run_id))
-        with pool_context as pool:
-            engine.pool = pool
-            try:
-                population = engine.run()
-            except BaseException:
-                store.set_run_status(engine.run_id, "failed")
-                raise
+        try:
+            with pool_context as pool:
+                engine.pool = pool
+                try:
+                    population = engine.run()
+                except BaseException:
+                    store.set_run_status(engine.run_id, "failed")
+                    raise
+        except ConnectionError as e:  # e.g. --ray-address that nothing answers at
+            raise UsageError(str(e)) from None
     best = best_of(population)
     front = pareto_front(population)
     result = {

@@ -20,7 +20,9 @@ def individual_summary(ind: Any) -> dict[str, Any]:
 def resolve_individual(store: Store, key: str) -> IndividualRecord:
     """An individual by integer id, or by genome-id prefix (newest individual of that genome)."""
     key = key.strip()
-    if key.isdigit():
+    if key.isascii() and key.isdigit():
+        if len(key) > 18:  # beyond any 64-bit id: say so rather than overflow the database
+            raise UsageError(f"no individual {key[:30]}")
         record = store.individual(int(key))
         if record is None:
             raise UsageError(f"no individual {key}")

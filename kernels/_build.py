@@ -8,6 +8,7 @@ a warning says so, and callers fall back to the PyTorch reference.
 from __future__ import annotations
 
 import functools
+import hashlib
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -36,8 +37,11 @@ def load_cpu_extension(name: str, source: Path) -> ModuleType | None:
     try:
         from torch.utils.cpp_extension import load
 
+        # The build is keyed by the source's location too: two checkouts sharing one cache
+        # would otherwise overwrite each other's build on every load (a 30 s rebuild each).
+        where = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:8]
         return load(
-            name=f"dogma_{name}_{suffix}",
+            name=f"dogma_{name}_{suffix}_{where}",
             sources=[str(source)],
             extra_cflags=flags,
             extra_ldflags=["-fopenmp"],
