@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .base import IGNORE_INDEX, Task, derive_seed
 from .bytelm import ByteLM
+from .compression import Compression
 from .copying import SelectiveCopying
 from .memorization import Memorization
 from .mqar import MQAR
@@ -16,7 +17,7 @@ from .recall import FuzzyRecall, InContextRecall, NoisyRecall
 TASKS: dict[str, type[Task]] = {
     cls.name: cls
     for cls in (MQAR, InContextRecall, NoisyRecall, FuzzyRecall, SelectiveCopying, Memorization,
-                ByteLM)
+                Compression, ByteLM)
 }
 # Named variants: settings that deserve a name of their own on the command line.
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
@@ -52,6 +53,7 @@ __all__ = [
     "MQAR",
     "VARIANTS",
     "ByteLM",
+    "Compression",
     "TASKS",
     "FuzzyRecall",
     "InContextRecall",
