@@ -21,7 +21,7 @@ DEFAULT_STORE = "sqlite:///evolve.db"
 EXIT_USAGE = 2
 
 
-def _out(args: argparse.Namespace) -> Console:
+def _out() -> Console:
     # No markup: sequence views are full of brackets that rich would read as tags.
     return Console(highlight=False, soft_wrap=True, markup=False)
 
@@ -175,7 +175,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         top = ", ".join(f"{o['operator']} {o['rate']:.2f}" for o in r["top_operators"]) or "-"
         table.add_row(*(str(r[c]) for c in ("id", "status", "generations", "evaluated", "created",
                                             "task", "seed", "strategy")), top)
-    _out(args).print(table)
+    _out().print(table)
     return 0
 
 
@@ -189,7 +189,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(data)
         return 0
-    out = _out(args)
+    out = _out()
     out.print(f"individual {data['id']} (run {data['run_id']}, generation "
               f"{data['generation']})")
     out.print(f"genome    {data['genome_id']}")
@@ -223,7 +223,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(data)
         return 0
-    out = _out(args)
+    out = _out()
     for step in data:
         what = "seed" if step["operator"] is None else step["operator"]
         out.print(f"{'  ' * step['depth']}#{step['id']} gen {step['generation']} "
@@ -241,7 +241,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({"a": a.id, "b": b.id, "changes": changes})
         return 0
-    out = _out(args)
+    out = _out()
     out.print(f"#{a.id} {a.sequence}\n#{b.id} {b.sequence}")
     for c in changes or [{"where": "-", "a": "identical", "b": "identical"}]:
         out.print(f"  {c['where']}: {c['a']} -> {c['b']}")
@@ -266,7 +266,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for g in data["generations"]:
         table.add_row(str(g["generation"]), str(g["born"]), str(g["evaluated"]), str(g["failed"]),
                       f"{g['best_accuracy']:.3f}", f"{g['mean_accuracy']:.3f}")
-    out = _out(args)
+    out = _out()
     out.print(table)
     out.print(f"failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
     return 0
@@ -289,7 +289,7 @@ def cmd_genome_show(args: argparse.Namespace) -> int:
         _emit_json({"genome_id": genome.id, "sequence": genome.sequence_view(),
                     **acct.to_dict()})
         return 0
-    out = _out(args)
+    out = _out()
     if args.format == "yaml":
         sys.stdout.write(genome.to_yaml())
         return 0
@@ -305,7 +305,7 @@ def cmd_genome_validate(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({"valid": True, "genome_id": genome.id})
     else:
-        _out(args).print(f"valid: {genome.id}")
+        _out().print(f"valid: {genome.id}")
     return 0
 
 
@@ -323,7 +323,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(info)
     else:
-        _out(args).print(f"exported individual {record.id} to {args.output}: "
+        _out().print(f"exported individual {record.id} to {args.output}: "
                          f"{', '.join(info['files'])}")
     return 0
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from deap import base, creator
 
-OBJECTIVES = ("accuracy", "params")
 WEIGHTS = (1.0, -1.0)
 MAX_OBJECTIVES = 5
 
