@@ -26,7 +26,6 @@ full-fidelity individuals first.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from typing import Any
 from deap import tools
 
 from evaluation import EvalRequest, EvalResult, get_task
+from evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
 from evolution.export import WEIGHTS_ARTIFACT
 from evolution.operators import Discard
 from evolution.policy import OperatorPolicy, outcome
@@ -114,12 +114,6 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
-
-
-def derive_seed(*parts: object) -> int:
-    """A 63-bit seed from any parts: stable across processes and Python versions."""
-    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
 
 
 @dataclass

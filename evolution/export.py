@@ -98,7 +98,8 @@ def export_individual(store: Store, record: IndividualRecord, out_dir: str,
         save_file({"input": example.contiguous(), "output": expected.contiguous()},
                   str(tmp / "example.safetensors"))
         (tmp / "genome.yaml").write_text(genome.to_yaml())
-        (tmp / "README.md").write_text(_model_card(store, record, genome, source, dynamic, task))
+        (tmp / "README.md").write_text(
+            _model_card(store, record, genome, source, dynamic, task, tuple(example.shape)))
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
@@ -111,7 +112,7 @@ def export_individual(store: Store, record: IndividualRecord, out_dir: str,
 
 
 def _model_card(store: Store, record: IndividualRecord, genome: Genome, source: str,
-                dynamic: bool, task: Any) -> str:
+                dynamic: bool, task: Any, example_shape: tuple[int, ...]) -> str:
     acct = account(genome, task.seq_len)
     metrics = record.metrics or {}
     ancestry = store.ancestry(record.id)
@@ -120,8 +121,7 @@ def _model_card(store: Store, record: IndividualRecord, genome: Genome, source: 
     for s in ancestry:
         if s.operator:
             ops[s.operator] = ops.get(s.operator, 0) + 1
-    shapes = ("dynamic batch and length" if dynamic
-              else f"fixed shape {tuple(task.batch(torch.Generator(), 2)[0].shape)}")
+    shapes = "dynamic batch and length" if dynamic else f"fixed shape {example_shape}"
     return f"""# DOGMA phenotype {record.genome_id[:12]}
 
 Individual {record.id} of run `{record.run_id}` (generation {record.generation}), exported by

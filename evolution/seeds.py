@@ -12,7 +12,8 @@ import copy
 import random
 from typing import Any
 
-from genome import KINDS, PRESETS, Genome, GenomeError
+from evolution.operators import random_base
+from genome import PRESETS, Genome, GenomeError
 from phenotype import account
 
 Doc = dict[str, Any]
@@ -59,11 +60,7 @@ def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int,
             if rng.random() < 0.3:
                 regions.append({"id": f"p{k}", "type": "promoter",
                                 "settings": {"copies": rng.randint(1, 2)}})
-            bases = []
-            for _ in range(rng.randint(1, 3)):
-                btype = rng.choice("TTA")
-                kinds = [n for n, s in KINDS.items() if btype in s.bases and "coding" in s.regions]
-                bases.append({"base": btype, "kind": rng.choice(kinds), "params": {}})
+            bases = [random_base(rng.choice("TTA"), rng) for _ in range(rng.randint(1, 3))]
             regions.append({"id": f"c{k}", "type": "coding", "bases": bases})
         if rng.random() < 0.25:
             target = next(r["id"] for r in regions if r["type"] == "coding")

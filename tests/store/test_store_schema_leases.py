@@ -55,7 +55,7 @@ def test_a_store_from_a_newer_program_is_refused_untouched(store_url: str, helpe
 
 
 def test_sixty_three_bit_seeds_round_trip(store: Store, helpers) -> None:
-    seed = 2**63 - 1  # evolution.engine.derive_seed yields seeds up to this
+    seed = 2**63 - 1  # evaluation.tasks.derive_seed yields seeds up to this
     run_id = store.create_run({}, seed=seed, task="t")
     genome = helpers.make_genome("big-seed")
     store.commit_generation(
