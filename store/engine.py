@@ -20,6 +20,8 @@ READ ONLY, REPEATABLE READ transactions so a reader sees one snapshot, as on SQL
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +93,26 @@ def check_sqlite_file(path: Path) -> None:
         )
 
 
-def _sqlite_listeners(engine: Engine, *, begin: str, query_only: bool, wal: bool) -> None:
+def _switch_to_wal(cursor: Any, busy_timeout: float) -> None:
+    """Put the file in WAL mode. The switch needs an exclusive lock, and SQLite answers
+    "database is locked" at once (not after the busy timeout) when other processes open the
+    new file at the same moment, so retry until the busy timeout has passed."""
+    deadline = time.monotonic() + busy_timeout
+    delay = 0.01
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def _sqlite_listeners(engine: Engine, *, begin: str, query_only: bool, wal: bool,
+                      busy_timeout: float = 0.0) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -99,7 +120,7 @@ def _sqlite_listeners(engine: Engine, *, begin: str, query_only: bool, wal: bool
         try:
             cursor.execute("PRAGMA foreign_keys = ON")
             if wal:
-                cursor.execute("PRAGMA journal_mode = WAL")
+                _switch_to_wal(cursor, busy_timeout)
             if query_only:
                 cursor.execute("PRAGMA query_only = ON")
         finally:
@@ -140,7 +161,8 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engine
     if not path.parent.is_dir():
         raise StoreError(f"cannot create {path}: folder {path.parent} does not exist")
     write = create_engine(parsed, connect_args=connect_args)
-    _sqlite_listeners(write, begin="BEGIN IMMEDIATE", query_only=False, wal=True)
+    _sqlite_listeners(write, begin="BEGIN IMMEDIATE", query_only=False, wal=True,
+                      busy_timeout=busy_timeout)
     # Switch the file to WAL before any reader connects (a query_only connection cannot).
     with write.connect():
         pass
