@@ -38,16 +38,27 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8)
     args = parser.parse_args()
-    genome = Genome.from_dict({"regions": [
-        {"id": "s0", "type": "structural", "settings": {"d_model": args.width, "vocab": 64}},
-        {"id": "c1", "type": "coding", "bases": [{"base": "T", "kind": "dna"}]}]})
+    genome = Genome.from_dict(
+        {
+            "regions": [
+                {"id": "s0", "type": "structural", "settings": {"d_model": args.width, "vocab": 64}},
+                {"id": "c1", "type": "coding", "bases": [{"base": "T", "kind": "dna"}]},
+            ]
+        }
+    )
     block = decode(genome).stages["c1"][0].mixer.train()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, width {args.width}, "
-          f"batch {args.batch}; forward+backward, best of 5")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, width {args.width}, "
+        f"batch {args.batch}; forward+backward, best of 5"
+    )
     print(f"{'T':>6} {'path':<22} {'ms':>9} {'share of block':>15}")
-    paths = {"A strand displacement": block._path_A, "B automaton": block._path_B,
-             "C stochastic": block._path_C, "D double strand": block._path_D,
-             "whole block": block.forward}
+    paths = {
+        "A strand displacement": block._path_A,
+        "B automaton": block._path_B,
+        "C stochastic": block._path_C,
+        "D double strand": block._path_D,
+        "whole block": block.forward,
+    }
     for length in (128, 1024):
         x = torch.randn(args.batch, length, args.width)
         total = _time(block.forward, x)

@@ -48,8 +48,16 @@ def _scan_inputs(length: int, device: torch.device) -> Inputs:
     batch, dim, state = 4, 256, 16
     g = torch.Generator().manual_seed(0)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
-    t = [r(batch, dim, length), r(batch, dim, length) * 0.5, -torch.rand(dim, state, generator=g),
-         r(batch, state, length), r(batch, state, length), r(dim), r(batch, dim, length), r(dim)]
+    t = [
+        r(batch, dim, length),
+        r(batch, dim, length) * 0.5,
+        -torch.rand(dim, state, generator=g),
+        r(batch, state, length),
+        r(batch, state, length),
+        r(dim),
+        r(batch, dim, length),
+        r(dim),
+    ]
     return _leaves(*(x.to(device) for x in t))
 
 
@@ -61,9 +69,12 @@ def _scan_run(backend: str, x: Inputs) -> Sequence[torch.Tensor]:
 def _wkv_inputs(length: int, device: torch.device) -> Inputs:
     batch, channels = 4, 256
     g = torch.Generator().manual_seed(0)
-    t = [torch.rand(channels, generator=g), torch.randn(channels, generator=g),
-         torch.randn(batch, length, channels, generator=g),
-         torch.randn(batch, length, channels, generator=g)]
+    t = [
+        torch.rand(channels, generator=g),
+        torch.randn(channels, generator=g),
+        torch.randn(batch, length, channels, generator=g),
+        torch.randn(batch, length, channels, generator=g),
+    ]
     return _leaves(*(x.to(device) for x in t))
 
 
@@ -76,10 +87,12 @@ def _glr_inputs(per_channel: bool) -> Callable[[int, torch.device], Inputs]:
         batch, heads, dk, dv = 2, 4, 64, 64
         g = torch.Generator().manual_seed(0)
         decay_shape = (batch, heads, length, dk) if per_channel else (batch, heads, length)
-        t = [torch.randn(batch, heads, length, dk, generator=g) / dk**0.5,
-             torch.randn(batch, heads, length, dk, generator=g),
-             torch.randn(batch, heads, length, dv, generator=g),
-             -0.1 * torch.rand(*decay_shape, generator=g)]
+        t = [
+            torch.randn(batch, heads, length, dk, generator=g) / dk**0.5,
+            torch.randn(batch, heads, length, dk, generator=g),
+            torch.randn(batch, heads, length, dv, generator=g),
+            -0.1 * torch.rand(*decay_shape, generator=g),
+        ]
         return _leaves(*(x.to(device) for x in t))
 
     return make
@@ -136,27 +149,31 @@ def main() -> None:
     fast = ["triton"] if gpu_triton else []
     scan_fast = fast + (["cpu"] if device.type == "cpu" and selective_scan_cpu.available() else [])
     cases = [
-        Case("selective_scan", "batch 4, dim 256, N 16, L {L}, B/C shared, D, z, softplus",
-             _scan_inputs, _scan_run, scan_fast),
+        Case(
+            "selective_scan",
+            "batch 4, dim 256, N 16, L {L}, B/C shared, D, z, softplus",
+            _scan_inputs,
+            _scan_run,
+            scan_fast,
+        ),
         Case("wkv", "B 4, T {L}, C 256", _wkv_inputs, _wkv_run, fast),
-        Case("gla (per-channel decay)", "B 2, H 4, T {L}, dk 64, dv 64",
-             _glr_inputs(True), _glr_run, fast),
-        Case("ssd (scalar decay)", "B 2, H 4, T {L}, dk 64, dv 64",
-             _glr_inputs(False), _glr_run, fast),
+        Case("gla (per-channel decay)", "B 2, H 4, T {L}, dk 64, dv 64", _glr_inputs(True), _glr_run, fast),
+        Case("ssd (scalar decay)", "B 2, H 4, T {L}, dk 64, dv 64", _glr_inputs(False), _glr_run, fast),
     ]
-    name = torch.cuda.get_device_name() if device.type == "cuda" else (
-        f"CPU, {torch.get_num_threads()} threads"
+    name = (
+        torch.cuda.get_device_name() if device.type == "cuda" else (f"CPU, {torch.get_num_threads()} threads")
     )
     triton_version = "absent"
     if triton_available():
         import triton
 
         triton_version = triton.__version__
-    print(f"device: {name}; torch {torch.__version__}; triton {triton_version}; "
-          f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '')!r}; best of {args.reps}")
+    print(
+        f"device: {name}; torch {torch.__version__}; triton {triton_version}; "
+        f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '')!r}; best of {args.reps}"
+    )
     print("reference = backend 'torch' (selective_scan, wkv: per-step loop; gla/ssd: chunked)\n")
-    header = f"{'op':24} {'L':>5} {'backend':8} {'fwd ms':>9} {'fwd+bwd ms':>11} " \
-             f"{'fwd x':>7} {'f+b x':>7}"
+    header = f"{'op':24} {'L':>5} {'backend':8} {'fwd ms':>9} {'fwd+bwd ms':>11} {'fwd x':>7} {'f+b x':>7}"
     print(header)
     print("-" * len(header))
     for case in cases:
@@ -166,8 +183,7 @@ def main() -> None:
             base = None
             for backend in ["torch", *case.backends]:
                 fwd = timed(lambda c=case, b=backend, x=x: c.run(b, x), device, args.reps)
-                both = timed(lambda c=case, b=backend, x=x: _forward_backward(c, b, x), device,
-                             args.reps)
+                both = timed(lambda c=case, b=backend, x=x: _forward_backward(c, b, x), device, args.reps)
                 if backend == "torch":
                     base = (fwd, both)
                     ratio = ""

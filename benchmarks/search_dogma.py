@@ -28,8 +28,7 @@ from store import Store  # noqa: E402
 
 def hypervolume(points: list[tuple[float, float]], max_params: float) -> float:
     """Area dominated by (accuracy, params) points w.r.t. (0, max_params), params scaled."""
-    pts = sorted(((a, p / max_params) for a, p in points if p <= max_params),
-                 key=lambda x: x[1])
+    pts = sorted(((a, p / max_params) for a, p in points if p <= max_params), key=lambda x: x[1])
     area, best_acc = 0.0, 0.0
     for i, (acc, cost) in enumerate(pts):
         best_acc = max(best_acc, acc)
@@ -54,31 +53,44 @@ def main() -> None:
     for strategy in ("nsga2", "random"):
         best, hv, spent = [], [], []
         for seed in range(args.seeds):
-            config = RunConfig(population=args.population, generations=args.generations,
-                               steps=args.steps, task=args.task, seed=seed,
-                               max_params=args.max_params, strategy=strategy,
-                               max_evaluations=budget)
+            config = RunConfig(
+                population=args.population,
+                generations=args.generations,
+                steps=args.steps,
+                task=args.task,
+                seed=seed,
+                max_params=args.max_params,
+                strategy=strategy,
+                max_evaluations=budget,
+            )
             with Store(f"sqlite:///{root / f'{strategy}-{seed}.db'}") as store:
                 engine = Engine(config, store, InProcessPool())
                 engine.run()
             done = [c for _, c in engine.history]
             best.append(max(c.metrics["accuracy"] for c in done))
-            hv.append(hypervolume([(c.metrics["accuracy"], c.metrics["params"]) for c in done],
-                                  args.max_params))
+            hv.append(
+                hypervolume([(c.metrics["accuracy"], c.metrics["params"]) for c in done], args.max_params)
+            )
             spent.append(engine.spent)
-            print(f"  {strategy} seed {seed}: best {best[-1]:.3f} hv {hv[-1]:.3f} "
-                  f"evaluations {engine.spent} ({time.perf_counter() - start:.0f} s)",
-                  flush=True)
+            print(
+                f"  {strategy} seed {seed}: best {best[-1]:.3f} hv {hv[-1]:.3f} "
+                f"evaluations {engine.spent} ({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
         rows.append((strategy, best, hv, spent))
-    print(f"DOGMA {args.task}: {args.seeds} seeds, population {args.population}, "
-          f"{args.generations} generations, {args.steps} steps, {budget} evaluations per run")
+    print(
+        f"DOGMA {args.task}: {args.seeds} seeds, population {args.population}, "
+        f"{args.generations} generations, {args.steps} steps, {budget} evaluations per run"
+    )
     print("strategy  best accuracy (mean ± sd)   hypervolume (mean ± sd)   evaluations")
     for name, best, hv, spent in rows:
         sd_b = statistics.stdev(best) if len(best) > 1 else 0.0
         sd_h = statistics.stdev(hv) if len(hv) > 1 else 0.0
-        print(f"{name:<8}  {statistics.mean(best):.3f} ± {sd_b:.3f}"
-              f"               {statistics.mean(hv):.3f} ± {sd_h:.3f}"
-              f"             {statistics.mean(spent):.0f}")
+        print(
+            f"{name:<8}  {statistics.mean(best):.3f} ± {sd_b:.3f}"
+            f"               {statistics.mean(hv):.3f} ± {sd_h:.3f}"
+            f"             {statistics.mean(spent):.0f}"
+        )
     print(f"wall {time.perf_counter() - start:.0f} s")
 
 

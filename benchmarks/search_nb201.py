@@ -38,10 +38,19 @@ def incumbent_true(engine: Engine, dataset: str, budget: int) -> float:
 
 
 def config(args: argparse.Namespace, strategy: str, seed: int, **kw: object) -> RunConfig:
-    return RunConfig(space="nb201", task=args.dataset, strategy=strategy,
-                     population=args.population, batch=args.batch, generations=10_000,
-                     max_evaluations=args.evaluations, seed=seed, objectives=("quality",),
-                     sample_size=args.sample_size, **kw)
+    return RunConfig(
+        space="nb201",
+        task=args.dataset,
+        strategy=strategy,
+        population=args.population,
+        batch=args.batch,
+        generations=10_000,
+        max_evaluations=args.evaluations,
+        seed=seed,
+        objectives=("quality",),
+        sample_size=args.sample_size,
+        **kw,
+    )
 
 
 def main() -> None:
@@ -71,22 +80,27 @@ def main() -> None:
     warm = []
     for run, (store_path, source) in enumerate(cold_default):
         with Store(f"sqlite:///{store_path}") as store:
-            engine = Engine(config(args, "nsga2", 10_000 + run, memory_from=source), store,
-                            TableEvaluator())
+            engine = Engine(config(args, "nsga2", 10_000 + run, memory_from=source), store, TableEvaluator())
             engine.run()
             warm.append(incumbent_true(engine, args.dataset, args.memory_budget))
     rows.append((f"nsga2 + memory @{args.memory_budget}", warm))
     width = max(len(name) for name, _ in rows)
-    print(f"NAS-Bench-201 {args.dataset}: {args.runs} runs x {args.evaluations} evaluations, "
-          f"population {args.population}, batch {args.batch}, objective quality")
+    print(
+        f"NAS-Bench-201 {args.dataset}: {args.runs} runs x {args.evaluations} evaluations, "
+        f"population {args.population}, batch {args.batch}, objective quality"
+    )
     print(f"{'strategy':<{width}}  mean true val acc   stdev   min     max")
     for name, accs in rows:
-        print(f"{name:<{width}}  {statistics.mean(accs):17.2f}  {statistics.stdev(accs):6.2f}"
-              f"  {min(accs):6.2f}  {max(accs):6.2f}")
+        print(
+            f"{name:<{width}}  {statistics.mean(accs):17.2f}  {statistics.stdev(accs):6.2f}"
+            f"  {min(accs):6.2f}  {max(accs):6.2f}"
+        )
     cold_mean = statistics.mean(rows[2][1])
-    print(f"memory claim: warm mean at {args.memory_budget} evaluations "
-          f"{statistics.mean(warm):.2f} vs cold mean at {args.evaluations} {cold_mean:.2f}: "
-          f"{'holds' if statistics.mean(warm) >= cold_mean else 'does not hold'}")
+    print(
+        f"memory claim: warm mean at {args.memory_budget} evaluations "
+        f"{statistics.mean(warm):.2f} vs cold mean at {args.evaluations} {cold_mean:.2f}: "
+        f"{'holds' if statistics.mean(warm) >= cold_mean else 'does not hold'}"
+    )
     print(f"wall {time.perf_counter() - start:.0f} s")
 
 

@@ -65,8 +65,11 @@ def account_genome(genome_yaml: str, seq_len: int) -> dict[str, int]:
     from phenotype import account
 
     accounting = account(Genome.from_yaml(genome_yaml), seq_len)
-    return {name: int(getattr(accounting, name)) for name in ACCOUNT_FIELDS
-            if getattr(accounting, name, None) is not None}
+    return {
+        name: int(getattr(accounting, name))
+        for name in ACCOUNT_FIELDS
+        if getattr(accounting, name, None) is not None
+    }
 
 
 def evaluate(
@@ -79,8 +82,9 @@ def evaluate(
     """Train and score ``request``'s genome; always returns an ``EvalResult`` (see
     ``train_model``). With ``request.return_weights`` the result carries the trained
     weights as safetensors bytes."""
-    model, result = train_model(request, build_model, account_model=account_model,
-                                train_options=train_options)
+    model, result = train_model(
+        request, build_model, account_model=account_model, train_options=train_options
+    )
     if model is not None and request.return_weights:
         result = dataclasses.replace(result, weights=safetensors_bytes(model))
     return result
@@ -132,9 +136,7 @@ def train_model(
             task = get_task(request.task, **request.task_overrides)
         except ValueError as error:
             return finish("invalid", f"task: {error}")
-        device = torch.device(
-            request.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        )
+        device = torch.device(request.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         batch_size = request.batch_size or DEFAULT_BATCH_SIZE
         torch.manual_seed(request.seed)  # initial weights follow the seed
 
@@ -154,9 +156,7 @@ def train_model(
                 f"genome vocabulary {vocab_size} < task {task.name} vocabulary {task.vocab_size}",
             )
         if max_len is not None and max_len < task.seq_len:
-            return finish(
-                "invalid", f"genome max_len {max_len} < task {task.name} seq_len {task.seq_len}"
-            )
+            return finish("invalid", f"genome max_len {max_len} < task {task.name} seq_len {task.seq_len}")
 
         metrics["params"] = sum(p.numel() for p in model.parameters())
         if account_model is not None:
@@ -166,9 +166,7 @@ def train_model(
                 metrics["accounting_error"] = one_line(_describe(error), 200)
 
         if request.max_memory_bytes is not None:
-            estimate = estimate_training_bytes(
-                model, task, batch_size, limit=request.max_memory_bytes
-            )
+            estimate = estimate_training_bytes(model, task, batch_size, limit=request.max_memory_bytes)
             metrics["estimated_memory_bytes"] = estimate
             if estimate > request.max_memory_bytes:
                 raise MemoryBudgetExceeded(
@@ -177,9 +175,7 @@ def train_model(
                 )
             if device.type == "cuda":
                 total = torch.cuda.get_device_properties(device).total_memory
-                torch.cuda.set_per_process_memory_fraction(
-                    min(1.0, request.max_memory_bytes / total), device
-                )
+                torch.cuda.set_per_process_memory_fraction(min(1.0, request.max_memory_bytes / total), device)
 
         time_limit = None
         if request.timeout_s is not None:
@@ -227,18 +223,14 @@ def classify_failure(error: BaseException) -> tuple[Status, str]:
         return "timeout", str(error)
     if isinstance(error, torch.OutOfMemoryError | MemoryError):
         return "oom", _describe(error)
-    if isinstance(error, RuntimeError) and any(
-        mark in str(error).lower() for mark in _OOM_MARKS
-    ):
+    if isinstance(error, RuntimeError) and any(mark in str(error).lower() for mark in _OOM_MARKS):
         return "oom", _describe(error)
     if isinstance(error, IncompatibleModel):
         return "invalid", str(error)
     return "crash", _describe(error)
 
 
-def estimate_training_bytes(
-    model: nn.Module, task: Task, batch_size: int, limit: int | None = None
-) -> int:
+def estimate_training_bytes(model: nn.Module, task: Task, batch_size: int, limit: int | None = None) -> int:
     """A rough upper-bound estimate of the memory one training step needs.
 
     Parameter state is exact: weights, gradients and AdamW's two moments (4x parameter

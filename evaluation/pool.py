@@ -263,9 +263,7 @@ class EvaluationPool:
                 # GCS that never answers: join it in single-machine mode.
                 loopback = _is_loopback(self.ray_address)
                 with _loopback_only() if loopback else contextlib.nullcontext():
-                    ray.init(
-                        address=self.ray_address, log_to_driver=False, logging_level=logging.ERROR
-                    )
+                    ray.init(address=self.ray_address, log_to_driver=False, logging_level=logging.ERROR)
             self._started_ray = self.ray_address is None
         resources = ray.cluster_resources()
         cpus = max(1, int(resources.get("CPU", 1)))
@@ -335,9 +333,17 @@ class EvaluationPool:
                 return
             request = flight.request
             self.on_lease(
-                LeaseEvent(request.genome_id, request.task, request.fidelity, request.seed,
-                           flight.attempt, state, float(self.lease_s or 0), flight.worker,
-                           reason)
+                LeaseEvent(
+                    request.genome_id,
+                    request.task,
+                    request.fidelity,
+                    request.seed,
+                    flight.attempt,
+                    state,
+                    float(self.lease_s or 0),
+                    flight.worker,
+                    reason,
+                )
             )
 
         def submit(index: int, request: EvalRequest) -> None:
@@ -351,11 +357,13 @@ class EvaluationPool:
                 remote = self._function.options(
                     **{**self._options, "max_retries": max(0, self.max_retries + 1 - attempts[index])}
                 )
-            ref = remote.remote(request, self.build_model, self.torch_threads, self._board,
-                                token, self.heartbeat_s)
+            ref = remote.remote(
+                request, self.build_model, self.torch_threads, self._board, token, self.heartbeat_s
+            )
             now = time.monotonic()
-            flight = _Flight(index, request, limit, now + limit + self.timeout_grace_s,
-                             attempts[index], token, now)
+            flight = _Flight(
+                index, request, limit, now + limit + self.timeout_grace_s, attempts[index], token, now
+            )
             running[ref] = flight
             lease(flight, "running")
 
@@ -367,9 +375,14 @@ class EvaluationPool:
                 submit(flight.index, requests[flight.index])
             else:
                 tries = attempts[flight.index]
-                record(flight.index, EvalResult.for_request(
-                    requests[flight.index], "crash",
-                    f"{reason}; gave up after {tries} attempt{'s' * (tries > 1)}"))
+                record(
+                    flight.index,
+                    EvalResult.for_request(
+                        requests[flight.index],
+                        "crash",
+                        f"{reason}; gave up after {tries} attempt{'s' * (tries > 1)}",
+                    ),
+                )
 
         try:
             while waiting or running:
@@ -410,7 +423,9 @@ class EvaluationPool:
                     record(
                         flight.index,
                         EvalResult.for_request(
-                            requests[flight.index], "timeout", reason,
+                            requests[flight.index],
+                            "timeout",
+                            reason,
                             wall_seconds=flight.limit + self.timeout_grace_s,
                         ),
                     )
@@ -485,9 +500,7 @@ class EvaluationPool:
         except Exception as error:  # RayTaskError (e.g. unpicklable builder) and the rest
             return EvalResult.for_request(request, "crash", f"{type(error).__name__}: {error}")
         if not isinstance(result, EvalResult):
-            return EvalResult.for_request(
-                request, "crash", f"worker returned {type(result).__name__}"
-            )
+            return EvalResult.for_request(request, "crash", f"worker returned {type(result).__name__}")
         return result
 
 

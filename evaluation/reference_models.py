@@ -34,9 +34,7 @@ class _Block(nn.Module):
         self.mix_norm = nn.LayerNorm(width) if heads else None
         self.mix = _CausalSelfAttention(width, heads) if heads else None
         self.mlp_norm = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(
-            nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)
-        )
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.mix is not None:

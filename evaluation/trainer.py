@@ -104,9 +104,7 @@ def train_and_score(
     aux_loss = aux_loss if callable(aux_loss) else None
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = (
-        torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, betas=betas)
-        if params
-        else None
+        torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, betas=betas) if params else None
     )
     warmup_steps = max(1, round(warmup_fraction * steps))
     scheduler = (
@@ -188,9 +186,7 @@ def _check_logits(logits: object, inputs: torch.Tensor, task: Task) -> None:
         raise IncompatibleModel(f"model returned {type(logits).__name__}, not a logits tensor")
     B, T = inputs.shape
     if logits.ndim != 3 or tuple(logits.shape[:2]) != (B, T):
-        raise IncompatibleModel(
-            f"logits shape {tuple(logits.shape)} does not match inputs (B, T) = {(B, T)}"
-        )
+        raise IncompatibleModel(f"logits shape {tuple(logits.shape)} does not match inputs (B, T) = {(B, T)}")
     if logits.shape[-1] < task.vocab_size:
         raise IncompatibleModel(
             f"model predicts {logits.shape[-1]} tokens, task {task.name} needs {task.vocab_size}"

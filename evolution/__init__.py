@@ -16,15 +16,24 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "Engine": "evolution.engine", "RunConfig": "evolution.engine",
-    "best_of": "evolution.engine", "derive_seed": "evolution.engine",
-    "MUTATIONS": "evolution.operators", "Discard": "evolution.operators",
-    "vary": "evolution.operators", "repair": "evolution.repair",
-    "pareto_front": "evolution.selection", "export_individual": "evolution.export",
-    "DogmaSpace": "evolution.space", "InProcessPool": "evolution.space",
-    "SearchSpace": "evolution.space", "OperatorPolicy": "evolution.policy",
-    "STRATEGIES": "evolution.strategies", "make_strategy": "evolution.strategies",
-    "NB201Space": "evolution.nb201", "TableEvaluator": "evolution.nb201",
+    "Engine": "evolution.engine",
+    "RunConfig": "evolution.engine",
+    "best_of": "evolution.engine",
+    "derive_seed": "evolution.engine",
+    "MUTATIONS": "evolution.operators",
+    "Discard": "evolution.operators",
+    "vary": "evolution.operators",
+    "repair": "evolution.repair",
+    "pareto_front": "evolution.selection",
+    "export_individual": "evolution.export",
+    "DogmaSpace": "evolution.space",
+    "InProcessPool": "evolution.space",
+    "SearchSpace": "evolution.space",
+    "OperatorPolicy": "evolution.policy",
+    "STRATEGIES": "evolution.strategies",
+    "make_strategy": "evolution.strategies",
+    "NB201Space": "evolution.nb201",
+    "TableEvaluator": "evolution.nb201",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -59,16 +59,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evolution.selection import pareto_front
     from evolution.summary import individual_summary
 
-    overrides = {k: v for k, v in {
-        "population": args.population, "generations": args.generations, "steps": args.steps,
-        "task": args.task, "seed": args.seed, "workers": args.workers,
-        "ray_address": args.ray_address, "max_params": args.max_params,
-        "space": args.space, "strategy": args.strategy, "max_state_bytes": args.max_state_bytes,
-        "objectives": tuple(args.objectives.split(",")) if args.objectives else None,
-        "memory_from": args.memory_from, "max_evaluations": args.evaluations,
-        "min_steps": args.min_steps, "promote": args.promote, "batch": args.batch,
-        "sample_size": args.sample_size,
-    }.items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "population": args.population,
+            "generations": args.generations,
+            "steps": args.steps,
+            "task": args.task,
+            "seed": args.seed,
+            "workers": args.workers,
+            "ray_address": args.ray_address,
+            "max_params": args.max_params,
+            "space": args.space,
+            "strategy": args.strategy,
+            "max_state_bytes": args.max_state_bytes,
+            "objectives": tuple(args.objectives.split(",")) if args.objectives else None,
+            "memory_from": args.memory_from,
+            "max_evaluations": args.evaluations,
+            "min_steps": args.min_steps,
+            "promote": args.promote,
+            "batch": args.batch,
+            "sample_size": args.sample_size,
+        }.items()
+        if v is not None
+    }
     if overrides.get("population", 2) < 2:
         raise UsageError("--population must be at least 2")
     if overrides.get("generations", 0) < 0:
@@ -76,6 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if overrides.get("steps", 1) < 1:
         raise UsageError("--steps must be at least 1")
     from evaluation import get_task
+
     try:
         if overrides.get("space", "dogma") == "dogma":
             for task in overrides.get("task", "mqar").split(","):
@@ -87,11 +102,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = RunProgress(enabled=not args.quiet)
     with progress:
         if args.resume:
-            config_overrides = {k: v for k, v in overrides.items()
-                                if k in ("generations", "workers", "ray_address")}
+            config_overrides = {
+                k: v for k, v in overrides.items() if k in ("generations", "workers", "ray_address")
+            }
             try:
-                engine = Engine.resume(args.resume, store, None, on_event=progress.on_event,
-                                       **config_overrides)
+                engine = Engine.resume(
+                    args.resume, store, None, on_event=progress.on_event, **config_overrides
+                )
             except KeyError as e:
                 raise UsageError(str(e).strip("'\"")) from None
         else:
@@ -102,15 +119,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress.start(engine.run_id, engine.config)
         if engine.config.space == "nb201":
             from evolution.nb201 import TableEvaluator
+
             pool_context: Any = TableEvaluator()  # a table lookup: no Ray
         else:
             _build_cpu_kernels()
             from store import LeaseLog
 
-            pool_context = EvaluationPool(workers=engine.config.workers,
-                                          ray_address=engine.config.ray_address,
-                                          timeout_s=engine.config.timeout_s,
-                                          on_lease=LeaseLog(store, engine.run_id))
+            pool_context = EvaluationPool(
+                workers=engine.config.workers,
+                ray_address=engine.config.ray_address,
+                timeout_s=engine.config.timeout_s,
+                on_lease=LeaseLog(store, engine.run_id),
+            )
         try:
             with pool_context as pool:
                 engine.pool = pool
@@ -144,15 +164,23 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
     for col in ("id", "genome", "accuracy", "params", "sequence"):
         table.add_column(col, overflow="fold")
     for ind in front:
-        table.add_row(str(ind.id), ind.genome.id[:12], f"{ind.metrics.get('accuracy', 0):.3f}",
-                      f"{int(ind.metrics.get('params', 0)):,}", Text(ind.genome.sequence_view()))
+        table.add_row(
+            str(ind.id),
+            ind.genome.id[:12],
+            f"{ind.metrics.get('accuracy', 0):.3f}",
+            f"{int(ind.metrics.get('params', 0)):,}",
+            Text(ind.genome.sequence_view()),
+        )
     out.print(table)
     best = result["best"]
-    out.print(f"best: individual {best['id']} ({best['genome_id'][:12]}), accuracy "
-              f"{best['metrics'].get('accuracy', 0):.3f}, {int(best['metrics'].get('params', 0)):,} "
-              f"parameters; {result['evaluated']} evaluations in {result['wall_seconds']} s")
-    out.print(f"next: evolve audit {best['id']}   evolve export --run {result['run_id']} "
-              f"--best -o best-model")
+    out.print(
+        f"best: individual {best['id']} ({best['genome_id'][:12]}), accuracy "
+        f"{best['metrics'].get('accuracy', 0):.3f}, {int(best['metrics'].get('params', 0)):,} "
+        f"parameters; {result['evaluated']} evaluations in {result['wall_seconds']} s"
+    )
+    out.print(
+        f"next: evolve audit {best['id']}   evolve export --run {result['run_id']} --best -o best-model"
+    )
 
 
 # -- evolve runs --------------------------------------------------------------------------
@@ -161,21 +189,45 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     store = _open_store(args.store)
     runs = store.list_runs()
-    rows = [{"id": r.id, "status": r.status, "generations": r.generations,
-             "evaluated": r.evaluated, "created": r.created.isoformat(timespec="seconds"),
-             "task": r.task, "seed": r.seed, "strategy": r.config.get("strategy", "nsga2"),
-             "top_operators": top_operators(store.policy(r.id), 3)} for r in runs]
+    rows = [
+        {
+            "id": r.id,
+            "status": r.status,
+            "generations": r.generations,
+            "evaluated": r.evaluated,
+            "created": r.created.isoformat(timespec="seconds"),
+            "task": r.task,
+            "seed": r.seed,
+            "strategy": r.config.get("strategy", "nsga2"),
+            "top_operators": top_operators(store.policy(r.id), 3),
+        }
+        for r in runs
+    ]
     if args.json:
         _emit_json(rows)
         return 0
     table = Table(title="runs")
-    for col in ("id", "status", "generations", "evaluated", "created", "task", "seed",
-                "strategy", "top operators"):
+    for col in (
+        "id",
+        "status",
+        "generations",
+        "evaluated",
+        "created",
+        "task",
+        "seed",
+        "strategy",
+        "top operators",
+    ):
         table.add_column(col)
     for r in rows:
         top = ", ".join(f"{o['operator']} {o['rate']:.2f}" for o in r["top_operators"]) or "-"
-        table.add_row(*(str(r[c]) for c in ("id", "status", "generations", "evaluated", "created",
-                                            "task", "seed", "strategy")), top)
+        table.add_row(
+            *(
+                str(r[c])
+                for c in ("id", "status", "generations", "evaluated", "created", "task", "seed", "strategy")
+            ),
+            top,
+        )
     _out().print(table)
     return 0
 
@@ -191,15 +243,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _emit_json(data)
         return 0
     out = _out()
-    out.print(f"individual {data['id']} (run {data['run_id']}, generation "
-              f"{data['generation']})")
+    out.print(f"individual {data['id']} (run {data['run_id']}, generation {data['generation']})")
     out.print(f"genome    {data['genome_id']}")
     out.print(f"sequence  {data['sequence']}")
     out.print(f"operator  {data['operator'] or 'seed'}  change {json.dumps(data['change'])}")
     out.print(f"parents   {data['parents'] or '-'}")
     out.print(f"metrics   {json.dumps(data['metrics'], sort_keys=True)}")
-    out.print(f"params {data['params']:,}  active {data['active_params']:,}  state bytes/token "
-              f"{data['state_bytes_per_token']:,}  fixed {data['state_bytes_fixed']:,}")
+    out.print(
+        f"params {data['params']:,}  active {data['active_params']:,}  state bytes/token "
+        f"{data['state_bytes_per_token']:,}  fixed {data['state_bytes_fixed']:,}"
+    )
     out.print("regions:")
     for r in data["regions"]:
         out.print(f"  {r['id']:>6} {r['type']:<11} {r['summary']}")
@@ -209,10 +262,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
             out.print(f"  {o['operator']:<22} {o['rate']:.2f} ({o['trials']})")
     out.print("ancestry (back to the seeds):")
     for step in data["ancestry"]:
-        change = "seed" if step["operator"] is None else \
-            f"{step['operator']} {json.dumps(step['change'])}"
-        out.print(f"  {'  ' * step['depth']}#{step['id']} gen {step['generation']} "
-                  f"{step['genome_id'][:12]}  {change}")
+        change = "seed" if step["operator"] is None else f"{step['operator']} {json.dumps(step['change'])}"
+        out.print(
+            f"  {'  ' * step['depth']}#{step['id']} gen {step['generation']} "
+            f"{step['genome_id'][:12]}  {change}"
+        )
     return 0
 
 
@@ -227,8 +281,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     out = _out()
     for step in data:
         what = "seed" if step["operator"] is None else step["operator"]
-        out.print(f"{'  ' * step['depth']}#{step['id']} gen {step['generation']} "
-                  f"{step['genome_id'][:12]} {what} <- {step['parents'] or '-'}")
+        out.print(
+            f"{'  ' * step['depth']}#{step['id']} gen {step['generation']} "
+            f"{step['genome_id'][:12]} {what} <- {step['parents'] or '-'}"
+        )
     return 0
 
 
@@ -253,8 +309,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from evolution.summary import run_report
 
     store = _open_store(args.store)
-    run_id = args.run or (max(store.list_runs(), key=lambda r: r.created).id
-                          if store.list_runs() else None)
+    run_id = args.run or (max(store.list_runs(), key=lambda r: r.created).id if store.list_runs() else None)
     if run_id is None or store.get_run(run_id) is None:
         raise UsageError(f"no run {args.run}" if args.run else "the store holds no runs")
     data = run_report(store, run_id)
@@ -265,8 +320,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     for col in ("generation", "born", "evaluated", "failed", "best accuracy", "mean accuracy"):
         table.add_column(col)
     for g in data["generations"]:
-        table.add_row(str(g["generation"]), str(g["born"]), str(g["evaluated"]), str(g["failed"]),
-                      f"{g['best_accuracy']:.3f}", f"{g['mean_accuracy']:.3f}")
+        table.add_row(
+            str(g["generation"]),
+            str(g["born"]),
+            str(g["evaluated"]),
+            str(g["failed"]),
+            f"{g['best_accuracy']:.3f}",
+            f"{g['mean_accuracy']:.3f}",
+        )
     out = _out()
     out.print(table)
     out.print(f"failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
@@ -287,8 +348,7 @@ def cmd_genome_show(args: argparse.Namespace) -> int:
     genome = _load(args.source)
     acct = account(genome, args.seq_len)
     if args.json:
-        _emit_json({"genome_id": genome.id, "sequence": genome.sequence_view(),
-                    **acct.to_dict()})
+        _emit_json({"genome_id": genome.id, "sequence": genome.sequence_view(), **acct.to_dict()})
         return 0
     out = _out()
     if args.format == "yaml":
@@ -324,20 +384,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(info)
     else:
-        _out().print(f"exported individual {record.id} to {args.output}: "
-                         f"{', '.join(info['files'])}")
+        _out().print(f"exported individual {record.id} to {args.output}: {', '.join(info['files'])}")
     return 0
 
 
 # -- parser -------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", default=os.environ.get("EVOLVE_STORE", DEFAULT_STORE),
-                        help="SQLAlchemy URL of the store (default: sqlite:///evolve.db)")
+    common.add_argument(
+        "--store",
+        default=os.environ.get("EVOLVE_STORE", DEFAULT_STORE),
+        help="SQLAlchemy URL of the store (default: sqlite:///evolve.db)",
+    )
     common.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
     parser = argparse.ArgumentParser(
-        prog="evolve", description="Evolutionary architecture search over DOGMA genomes.")
+        prog="evolve", description="Evolutionary architecture search over DOGMA genomes."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", parents=[common], help="run an evolutionary search")
@@ -351,16 +414,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-params", type=int, help="hard parameter budget")
     run.add_argument("--resume", metavar="RUN_ID", help="continue a run from its last generation")
     run.add_argument("--space", choices=("dogma", "nb201"), help="search space (dogma)")
-    run.add_argument("--strategy", choices=("nsga2", "regularized", "random"),
-                     help="nsga2 (default), regularized (aging evolution) or random")
-    run.add_argument("--objectives", help="comma list starting with quality, among quality, "
-                     "params, state_bytes, flops, latency (default quality,params)")
+    run.add_argument(
+        "--strategy",
+        choices=("nsga2", "regularized", "random"),
+        help="nsga2 (default), regularized (aging evolution) or random",
+    )
+    run.add_argument(
+        "--objectives",
+        help="comma list starting with quality, among quality, "
+        "params, state_bytes, flops, latency (default quality,params)",
+    )
     run.add_argument("--max-state-bytes", type=int, help="hard inference-state budget")
-    run.add_argument("--memory-from", metavar="RUN_ID",
-                     help="start from that run's operator credit and elites")
+    run.add_argument(
+        "--memory-from", metavar="RUN_ID", help="start from that run's operator credit and elites"
+    )
     run.add_argument("--evaluations", type=int, help="budget of real evaluations")
-    run.add_argument("--min-steps", type=int,
-                     help="multi-fidelity: train every child this many steps first")
+    run.add_argument("--min-steps", type=int, help="multi-fidelity: train every child this many steps first")
     run.add_argument("--promote", type=float, help="multi-fidelity: fraction promoted (0.25)")
     run.add_argument("--batch", type=int, help="children per generation (default population)")
     run.add_argument("--sample-size", type=int, help="regularized: tournament sample (3)")

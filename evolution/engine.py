@@ -64,25 +64,25 @@ class RunConfig:
     """Everything that determines a run; stored with it so `resume` needs nothing else."""
 
     population: int = 64
-    generations: int = 2          # generations of offspring after the seeds (fits 10 min on 2 cores)
-    steps: int = 200              # training steps per evaluation (the full fidelity)
-    task: str = "mqar"            # one task or a comma list (fitness: the per-task mean)
+    generations: int = 2  # generations of offspring after the seeds (fits 10 min on 2 cores)
+    steps: int = 200  # training steps per evaluation (the full fidelity)
+    task: str = "mqar"  # one task or a comma list (fitness: the per-task mean)
     seed: int = 0
-    max_params: int = 250_000     # hard constraint, applied before selection
+    max_params: int = 250_000  # hard constraint, applied before selection
     crossover_rate: float = 0.2
-    timeout_s: float = 60.0       # per candidate: slower ones are recorded as "timeout" failures
+    timeout_s: float = 60.0  # per candidate: slower ones are recorded as "timeout" failures
     workers: int | None = None
     ray_address: str | None = None
-    space: str = "dogma"          # dogma | nb201
-    strategy: str = "nsga2"       # nsga2 | regularized | random
+    space: str = "dogma"  # dogma | nb201
+    strategy: str = "nsga2"  # nsga2 | regularized | random
     objectives: tuple[str, ...] = ("quality", "params")
     max_state_bytes: int | None = None  # hard constraint (inference state at the task's context)
-    sample_size: int = 3          # regularized: tournament sample S
-    batch: int | None = None      # children per generation (default: population)
+    sample_size: int = 3  # regularized: tournament sample S
+    batch: int | None = None  # children per generation (default: population)
     max_evaluations: int | None = None  # budget of real evaluations (cache hits are free)
     min_steps: int | None = None  # multi-fidelity: first training budget of every child
-    promote: float = 0.25         # multi-fidelity: fraction promoted to `steps`
-    seed_policy: str = "genome"   # genome | run (see the module docstring)
+    promote: float = 0.25  # multi-fidelity: fraction promoted to `steps`
+    seed_policy: str = "genome"  # genome | run (see the module docstring)
     memory_from: str | None = None  # start from that run's operator credit and elites
     archive_size: int = 8
     policy_floor: float = 0.05
@@ -119,21 +119,25 @@ class RunConfig:
 @dataclass
 class GenerationReport:
     generation: int
-    evaluated: int      # children trained here (at least one new evaluation)
-    cached: int         # children whose every result was reused
+    evaluated: int  # children trained here (at least one new evaluation)
+    cached: int  # children whose every result was reused
     failed: int
     discarded: list[str] = field(default_factory=list)
     best_accuracy: float = 0.0
-    requests: int = 0   # real evaluations (one per task and fidelity)
-    hits: int = 0       # results reused instead of evaluated
+    requests: int = 0  # real evaluations (one per task and fidelity)
+    hits: int = 0  # results reused instead of evaluated
     promoted: int = 0
     births: int = 0
 
 
 Event = Callable[[str, dict[str, Any]], None]
 
-OBJECTIVE_METRICS = {"params": ("params",), "state_bytes": ("state_bytes",),
-                     "flops": ("flops_per_token",), "latency": ("infer_latency_ms", "latency")}
+OBJECTIVE_METRICS = {
+    "params": ("params",),
+    "state_bytes": ("state_bytes",),
+    "flops": ("flops_per_token",),
+    "latency": ("infer_latency_ms", "latency"),
+}
 
 
 def _objective(metrics: dict[str, Any], objective: str) -> float:
@@ -150,8 +154,14 @@ class Engine:
     `on_event(kind, data)` receives progress: "generation", "result", "committed".
     """
 
-    def __init__(self, config: RunConfig, store: Store, pool: Any, run_id: str | None = None,
-                 on_event: Event | None = None):
+    def __init__(
+        self,
+        config: RunConfig,
+        store: Store,
+        pool: Any,
+        run_id: str | None = None,
+        on_event: Event | None = None,
+    ):
         self.config, self.store, self.pool = config, store, pool
         self.tasks = config.tasks
         if not self.tasks:
@@ -163,11 +173,12 @@ class Engine:
         self.on_event = on_event or (lambda kind, data: None)
         self.run_id = run_id or store.create_run(config.to_dict(), config.seed, config.task)
         self.reports: list[GenerationReport] = []
-        self.policy = OperatorPolicy(self.space.operators + (self.space.crossover_op,),
-                                     floor=config.policy_floor)
+        self.policy = OperatorPolicy(
+            self.space.operators + (self.space.crossover_op,), floor=config.policy_floor
+        )
         self.archive: dict[str, tuple[Any, dict[str, Any]]] = {}  # genome id -> (genome, metrics)
         self.history: list[tuple[int, Candidate]] = []  # (evaluations so far, child), in order
-        self.spent = 0          # real evaluations of this run
+        self.spent = 0  # real evaluations of this run
         self._elites: list[Any] = []
         self.seen: set[str] = set()  # genome ids born in this run: children must be new
         if run_id is None and config.memory_from:
@@ -177,6 +188,7 @@ class Engine:
         cfg = self.config
         if cfg.space == "nb201":
             from evolution.nb201 import DATASETS, NB201Space
+
             for t in self.tasks:
                 if t not in DATASETS:
                     raise ValueError(f"nb201 tasks are datasets {DATASETS}, not {t!r}")
@@ -219,8 +231,9 @@ class Engine:
         return population
 
     @classmethod
-    def resume(cls, run_id: str, store: Store, pool: Any, on_event: Event | None = None,
-               **overrides: Any) -> Engine:
+    def resume(
+        cls, run_id: str, store: Store, pool: Any, on_event: Event | None = None, **overrides: Any
+    ) -> Engine:
         record = store.get_run(run_id)
         if record is None:
             raise KeyError(f"no run {run_id!r} in this store")
@@ -241,7 +254,8 @@ class Engine:
         if ind.status != "ok" or getattr(ind, "violation", None):
             return (0.0,) + (FAILED_COST,) * (n - 1)
         return (float(ind.metrics.get("accuracy", 0.0)),) + tuple(
-            _objective(ind.metrics, o) for o in self.config.objectives[1:])
+            _objective(ind.metrics, o) for o in self.config.objectives[1:]
+        )
 
     def _budget_left(self) -> float:
         if self.config.max_evaluations is None:
@@ -277,16 +291,16 @@ class Engine:
                 ind.context = f"{self.config.task}/{self.space.context(mates[0].genome, change)}"
             children.append(ind)
         report.births = len(children)
-        self.on_event("generation", {"generation": generation, "births": len(children),
-                                     "discarded": report.discarded})
+        self.on_event(
+            "generation", {"generation": generation, "births": len(children), "discarded": report.discarded}
+        )
         full = self._evaluate(children, parents, report)
         self._credit(children)
         population = self._survivors(parents, children, full)
         self._commit(generation, children, population)
         report.best_accuracy = max((i.fitness.values[0] for i in population), default=0.0)
         self.reports.append(report)
-        self.on_event("committed", {"generation": generation, "report": report,
-                                    "population": population})
+        self.on_event("committed", {"generation": generation, "report": report, "population": population})
         return population
 
     def _seeds(self, size: int, rng: random.Random) -> list[Any]:
@@ -310,16 +324,20 @@ class Engine:
                 seen.add(g.id)
         return out
 
-    def _offspring(self, parents: list[Candidate], rng: random.Random,
-                   report: GenerationReport, n: int) -> list[tuple[Any, Any, Any, list]]:
+    def _offspring(
+        self, parents: list[Candidate], rng: random.Random, report: GenerationReport, n: int
+    ) -> list[tuple[Any, Any, Any, list]]:
         births: list[tuple[Any, Any, Any, list]] = []
         attempts = 0
         if not self.strategy.breeds:
             while len(births) < n and attempts < 50 * n:
                 attempts += 1
                 g = self.space.sample(rng)
-                if self.space.violation(g) is None and g.id not in self.seen and all(
-                        g.id != b[0].id for b in births):
+                if (
+                    self.space.violation(g) is None
+                    and g.id not in self.seen
+                    and all(g.id != b[0].id for b in births)
+                ):
                     births.append((g, None, None, []))
             return births
         self.strategy.prepare(parents)
@@ -351,8 +369,9 @@ class Engine:
         return births
 
     # -- evaluation -----------------------------------------------------------------------
-    def _evaluate(self, children: list[Candidate], parents: list[Candidate],
-                  report: GenerationReport) -> set[int]:
+    def _evaluate(
+        self, children: list[Candidate], parents: list[Candidate], report: GenerationReport
+    ) -> set[int]:
         """Evaluate children (multi-fidelity when configured); return ids of the children
         whose metrics are at full fidelity."""
         cfg = self.config
@@ -390,8 +409,9 @@ class Engine:
         rec = self.store.find_evaluation(genome_id, task, fidelity, seed, run_id=None)
         return rec, False
 
-    def _evaluate_at(self, children: list[Candidate], fidelity: int, report: GenerationReport,
-                     final: bool) -> None:
+    def _evaluate_at(
+        self, children: list[Candidate], fidelity: int, report: GenerationReport, final: bool
+    ) -> None:
         cfg = self.config
         per_child: dict[int, dict[str, tuple[str, dict[str, Any]]]] = {}
         pending: dict[tuple, list[Candidate]] = {}
@@ -410,18 +430,33 @@ class Engine:
                     metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
                     per_child[id(ind)][task] = (rec.status, metrics)
                     if not here:  # reused from another run: copy the row, marked
-                        ind.cached_rows.append(EvaluationIn(
-                            ind.genome.id, task, fidelity, key[3], rec.status,
-                            {**metrics, "cached_from": rec.id}, rec.reason, 0.0))
+                        ind.cached_rows.append(
+                            EvaluationIn(
+                                ind.genome.id,
+                                task,
+                                fidelity,
+                                key[3],
+                                rec.status,
+                                {**metrics, "cached_from": rec.id},
+                                rec.reason,
+                                0.0,
+                            )
+                        )
                 else:
                     pending[key] = [ind]
                     requested[id(ind)] = True
-        requests = [EvalRequest(genome_yaml=inds[0].genome.to_yaml(), genome_id=key[0],
-                                task=key[1], fidelity=fidelity, seed=key[3],
-                                timeout_s=cfg.timeout_s,
-                                return_weights=final and cfg.space == "dogma"
-                                and key[1] == self.tasks[0])
-                    for key, inds in pending.items()]
+        requests = [
+            EvalRequest(
+                genome_yaml=inds[0].genome.to_yaml(),
+                genome_id=key[0],
+                task=key[1],
+                fidelity=fidelity,
+                seed=key[3],
+                timeout_s=cfg.timeout_s,
+                return_weights=final and cfg.space == "dogma" and key[1] == self.tasks[0],
+            )
+            for key, inds in pending.items()
+        ]
         done = 0
 
         def on_result(result: EvalResult) -> None:
@@ -435,7 +470,7 @@ class Engine:
             result = by_key[key]
             self.spent += 1
             report.requests += 1
-            inds[0].results.append(result)   # the one evaluation row; copies reuse it
+            inds[0].results.append(result)  # the one evaluation row; copies reuse it
             if result.weights is not None:
                 inds[0].weights = result.weights
             for ind in inds:
@@ -450,9 +485,18 @@ class Engine:
             ind.status, ind.metrics, ind.fidelity = status, metrics, fidelity
             ind.metrics.update(self.space.cost_metrics(ind.genome))
             if len(self.tasks) > 1:  # the run's own row: the per-task mean
-                ind.cached_rows.append(EvaluationIn(
-                    ind.genome.id, cfg.task, fidelity, ind.seed, status, metrics,
-                    None if status == "ok" else "a task failed", 0.0))
+                ind.cached_rows.append(
+                    EvaluationIn(
+                        ind.genome.id,
+                        cfg.task,
+                        fidelity,
+                        ind.seed,
+                        status,
+                        metrics,
+                        None if status == "ok" else "a task failed",
+                        0.0,
+                    )
+                )
 
     def _combine(self, results: dict[str, tuple[str, dict[str, Any]]]) -> tuple[str, dict]:
         if len(self.tasks) == 1:
@@ -470,19 +514,23 @@ class Engine:
         for ind in children:
             if ind.op is None or not ind.parents or ind.context is None:
                 continue
-            success = outcome(ind.fitness.values, [p.fitness.values for p in ind.parents],
-                              self.weights, ok=ind.status == "ok")
+            success = outcome(
+                ind.fitness.values,
+                [p.fitness.values for p in ind.parents],
+                self.weights,
+                ok=ind.status == "ok",
+            )
             self.policy.record(ind.op, ind.context, success)
 
-    def _survivors(self, parents: list[Candidate], children: list[Candidate],
-                   full: set[int]) -> list[Candidate]:
+    def _survivors(
+        self, parents: list[Candidate], children: list[Candidate], full: set[int]
+    ) -> list[Candidate]:
         k = self.config.population
         low = [c for c in children if id(c) not in full]
         chosen = self.strategy.survivors(parents, [c for c in children if id(c) in full], k)
         if len(chosen) < k and low:  # fill with low-fidelity children only when short
             assign_rank_and_crowding(low)
-            chosen += sorted(low, key=lambda i: (i.rank, -i.fitness.crowding_dist))[
-                :k - len(chosen)]
+            chosen += sorted(low, key=lambda i: (i.rank, -i.fitness.crowding_dist))[: k - len(chosen)]
             assign_rank_and_crowding(chosen)
         return chosen
 
@@ -491,9 +539,11 @@ class Engine:
         for c in children:
             if c.status == "ok" and c.fidelity == self._full_fidelity():
                 self.archive.setdefault(c.genome.id, (c.genome, dict(c.metrics)))
-        ranked = sorted(self.archive.items(), key=lambda kv: (
-            -float(kv[1][1].get("accuracy", 0.0)), float(kv[1][1].get("params", 0.0)), kv[0]))
-        self.archive = dict(ranked[:self.config.archive_size])
+        ranked = sorted(
+            self.archive.items(),
+            key=lambda kv: (-float(kv[1][1].get("accuracy", 0.0)), float(kv[1][1].get("params", 0.0)), kv[0]),
+        )
+        self.archive = dict(ranked[: self.config.archive_size])
         added = [ArchiveIn(gid, self.archive[gid][1]) for gid in self.archive if gid not in before]
         removed = sorted(before - set(self.archive))
         return added, removed
@@ -509,41 +559,73 @@ class Engine:
             try:
                 genome = self.space.parse(a.yaml)
             except (ValueError, KeyError) as e:  # another space's elites do not fit here
-                raise ValueError(f"run {source_run}'s elites are not {self.space.name} "
-                                 f"genomes: {e}") from None
+                raise ValueError(
+                    f"run {source_run}'s elites are not {self.space.name} genomes: {e}"
+                ) from None
             if self.space.violation(genome) is None:
                 self._elites.append(genome)
 
     # -- store ----------------------------------------------------------------------------
-    def _commit(self, generation: int, children: list[Candidate],
-                population: list[Candidate]) -> None:
-        genomes = {c.genome.id: GenomeIn(c.genome.id, c.genome.to_yaml(), c.genome.sequence_view())
-                   for c in children}
-        individuals = [IndividualIn(slot, c.genome.id, c.seed, c.op, c.change)
-                       for slot, c in enumerate(children)]
+    def _commit(self, generation: int, children: list[Candidate], population: list[Candidate]) -> None:
+        genomes = {
+            c.genome.id: GenomeIn(c.genome.id, c.genome.to_yaml(), c.genome.sequence_view()) for c in children
+        }
+        individuals = [
+            IndividualIn(slot, c.genome.id, c.seed, c.op, c.change) for slot, c in enumerate(children)
+        ]
         evaluations = []
         for slot, c in enumerate(children):
             for r in c.results:
-                evaluations.append(EvaluationIn(
-                    r.genome_id, r.task, r.fidelity, r.seed, r.status,
-                    {**r.metrics, **self.space.cost_metrics(c.genome)}, r.reason,
-                    r.wall_seconds, by_slot(slot)))
-            evaluations += [EvaluationIn(e.genome_id, e.task, e.fidelity, e.seed, e.status,
-                                         e.metrics, e.reason, e.wall_seconds, by_slot(slot))
-                            for e in c.cached_rows]
-        lineage = [LineageIn(slot, by_id(pid), c.op, c.change)
-                   for slot, c in enumerate(children) for pid in c.parent_ids]
+                evaluations.append(
+                    EvaluationIn(
+                        r.genome_id,
+                        r.task,
+                        r.fidelity,
+                        r.seed,
+                        r.status,
+                        {**r.metrics, **self.space.cost_metrics(c.genome)},
+                        r.reason,
+                        r.wall_seconds,
+                        by_slot(slot),
+                    )
+                )
+            evaluations += [
+                EvaluationIn(
+                    e.genome_id,
+                    e.task,
+                    e.fidelity,
+                    e.seed,
+                    e.status,
+                    e.metrics,
+                    e.reason,
+                    e.wall_seconds,
+                    by_slot(slot),
+                )
+                for e in c.cached_rows
+            ]
+        lineage = [
+            LineageIn(slot, by_id(pid), c.op, c.change)
+            for slot, c in enumerate(children)
+            for pid in c.parent_ids
+        ]
         slot_of = {id(c): slot for slot, c in enumerate(children)}
-        members = [by_slot(slot_of[id(p)]) if id(p) in slot_of else by_id(p.id)
-                   for p in population]
+        members = [by_slot(slot_of[id(p)]) if id(p) in slot_of else by_id(p.id) for p in population]
         archive, removed = self._archive_update(children)
         for gid in {a.genome_id for a in archive} - set(genomes):
             g = self.archive[gid][0]
             genomes[gid] = GenomeIn(gid, g.to_yaml(), g.sequence_view())
         ids = self.store.commit_generation(
-            self.run_id, generation, genomes=list(genomes.values()), individuals=individuals,
-            evaluations=evaluations, lineage=lineage, members=members,
-            policy=self.policy.rows(), archive=archive, archive_remove=removed)
+            self.run_id,
+            generation,
+            genomes=list(genomes.values()),
+            individuals=individuals,
+            evaluations=evaluations,
+            lineage=lineage,
+            members=members,
+            policy=self.policy.rows(),
+            archive=archive,
+            archive_remove=removed,
+        )
         for slot, c in enumerate(children):
             c.id = ids[slot]
             c.parents = []  # credit is given: do not keep ancestors alive in memory
@@ -579,9 +661,14 @@ class Engine:
         return population
 
     def _spent_so_far(self) -> int:
-        return sum(1 for rec in self.store.individuals(self.run_id) for e in rec.evaluations
-                   if e.individual_id == rec.id and "cached_from" not in (e.metrics or {})
-                   and (len(self.tasks) == 1 or e.task != self.config.task))
+        return sum(
+            1
+            for rec in self.store.individuals(self.run_id)
+            for e in rec.evaluations
+            if e.individual_id == rec.id
+            and "cached_from" not in (e.metrics or {})
+            and (len(self.tasks) == 1 or e.task != self.config.task)
+        )
 
 
 def best_of(population: list[Candidate]) -> Candidate:

@@ -50,11 +50,17 @@ def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = No
     if evaluation is None or evaluation.status != "ok":
         raise UsageError(f"individual {record.id} has no successful evaluation to replay")
     if progress is not None:
-        progress.print(f"no stored weights for individual {record.id}: re-training it "
-                       f"({evaluation.fidelity} steps, seed {evaluation.seed})")
-    request = EvalRequest(genome_yaml=record.yaml, genome_id=record.genome_id,
-                          task=evaluation.task, fidelity=int(evaluation.fidelity),
-                          seed=evaluation.seed)
+        progress.print(
+            f"no stored weights for individual {record.id}: re-training it "
+            f"({evaluation.fidelity} steps, seed {evaluation.seed})"
+        )
+    request = EvalRequest(
+        genome_yaml=record.yaml,
+        genome_id=record.genome_id,
+        task=evaluation.task,
+        fidelity=int(evaluation.fidelity),
+        seed=evaluation.seed,
+    )
     model, result = train_model(request)
     if result.status != "ok":
         raise UsageError(f"replaying individual {record.id} failed: {result.reason}")
@@ -71,8 +77,9 @@ def _export_program(model: torch.nn.Module, example: torch.Tensor) -> torch.expo
         return torch.export.export(model, (example,))
 
 
-def export_individual(store: Store, record: IndividualRecord, out_dir: str,
-                      progress: Any = None) -> dict[str, Any]:
+def export_individual(
+    store: Store, record: IndividualRecord, out_dir: str, progress: Any = None
+) -> dict[str, Any]:
     """Write the export directory for `record`; return what was written."""
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -95,24 +102,38 @@ def export_individual(store: Store, record: IndividualRecord, out_dir: str,
     try:
         torch.export.save(program, str(tmp / "model.pt2"))
         save_model(model, str(tmp / "model.safetensors"))
-        save_file({"input": example.contiguous(), "output": expected.contiguous()},
-                  str(tmp / "example.safetensors"))
+        save_file(
+            {"input": example.contiguous(), "output": expected.contiguous()}, str(tmp / "example.safetensors")
+        )
         (tmp / "genome.yaml").write_text(genome.to_yaml())
         (tmp / "README.md").write_text(
-            _model_card(store, record, genome, source, dynamic, task, tuple(example.shape)))
+            _model_card(store, record, genome, source, dynamic, task, tuple(example.shape))
+        )
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"id": record.id, "genome_id": record.genome_id, "directory": str(out),
-            "weights_from": source, "dynamic_shapes": dynamic,
-            "files": sorted(p.name for p in out.iterdir())}
+    return {
+        "id": record.id,
+        "genome_id": record.genome_id,
+        "directory": str(out),
+        "weights_from": source,
+        "dynamic_shapes": dynamic,
+        "files": sorted(p.name for p in out.iterdir()),
+    }
 
 
-def _model_card(store: Store, record: IndividualRecord, genome: Genome, source: str,
-                dynamic: bool, task: Any, example_shape: tuple[int, ...]) -> str:
+def _model_card(
+    store: Store,
+    record: IndividualRecord,
+    genome: Genome,
+    source: str,
+    dynamic: bool,
+    task: Any,
+    example_shape: tuple[int, ...],
+) -> str:
     acct = account(genome, task.seq_len)
     metrics = record.metrics or {}
     ancestry = store.ancestry(record.id)
@@ -129,7 +150,7 @@ DOGMA evolve. Weights: {source}.
 
     {genome.sequence_view()}
 
-## Metrics ({task.name}, {metrics.get('steps', '?')} training steps)
+## Metrics ({task.name}, {metrics.get("steps", "?")} training steps)
 
 ```json
 {json.dumps(metrics, indent=2, sort_keys=True)}
@@ -146,7 +167,7 @@ DOGMA evolve. Weights: {source}.
 ## Lineage
 
 {len(ancestry) - 1} ancestors back to {len(seeds)} seed(s); operators on the way:
-{', '.join(f'{k} x{v}' for k, v in sorted(ops.items())) or 'none (a seed)'}.
+{", ".join(f"{k} x{v}" for k, v in sorted(ops.items())) or "none (a seed)"}.
 `evolve audit {record.id}` shows every step with its change.
 
 ## Loading (torch alone)
@@ -157,7 +178,7 @@ from safetensors.torch import load_file
 
 program = torch.export.load("model.pt2").module()   # {shapes}
 example = load_file("example.safetensors")
-logits = program(example["input"])                  # (B, T) int64 -> (B, T, {genome.structural['vocab']})
+logits = program(example["input"])                  # (B, T) int64 -> (B, T, {genome.structural["vocab"]})
 assert torch.allclose(logits, example["output"], atol=1e-4)
 ```
 """

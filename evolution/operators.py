@@ -74,8 +74,12 @@ def random_base(base_type: str, rng: random.Random, region_type: str = "coding")
 
 
 def _pick_base(doc: Doc, rng: random.Random) -> tuple[int, int]:
-    spots = [(i, j) for i, r in enumerate(doc["regions"]) if r["type"] in ("coding", "regulatory")
-             for j in range(len(r["bases"]))]
+    spots = [
+        (i, j)
+        for i, r in enumerate(doc["regions"])
+        if r["type"] in ("coding", "regulatory")
+        for j in range(len(r["bases"]))
+    ]
     if not spots:
         raise Discard("genome has no bases")
     return rng.choice(spots)
@@ -104,15 +108,20 @@ def kind_substitution(doc: Doc, rng: random.Random) -> Variation:
     i, j = _pick_base(doc, rng)
     region = doc["regions"][i]
     base = region["bases"][j]
-    kinds = [k for k, s in KINDS.items()
-             if base["base"] in s.bases and region["type"] in s.regions and k != base["kind"]]
+    kinds = [
+        k
+        for k, s in KINDS.items()
+        if base["base"] in s.bases and region["type"] in s.regions and k != base["kind"]
+    ]
     if not kinds:
         raise Discard(f"no other kind for a {base['base']} base")
     before = base["kind"]
     region["bases"][j] = {"base": base["base"], "kind": rng.choice(kinds), "params": {}}
-    return Variation("kind_substitution", doc, {
-        "location": f"{region['id']}/{j}", "before": before,
-        "after": region["bases"][j]["kind"]})
+    return Variation(
+        "kind_substitution",
+        doc,
+        {"location": f"{region['id']}/{j}", "before": before, "after": region["bases"][j]["kind"]},
+    )
 
 
 def base_insertion(doc: Doc, rng: random.Random) -> Variation:
@@ -125,22 +134,38 @@ def base_insertion(doc: Doc, rng: random.Random) -> Variation:
     j = rng.randint(0, len(bases))
     new = random_base(rng.choice("TA"), rng)
     bases.insert(j, new)
-    return Variation("base_insertion", doc, {
-        "location": f"{doc['regions'][i]['id']}/{j}", "before": None,
-        "after": f"{new['base']}:{new['kind']}"})
+    return Variation(
+        "base_insertion",
+        doc,
+        {
+            "location": f"{doc['regions'][i]['id']}/{j}",
+            "before": None,
+            "after": f"{new['base']}:{new['kind']}",
+        },
+    )
 
 
 def base_deletion(doc: Doc, rng: random.Random) -> Variation:
     """Delete one base from a coding region that has more than one."""
-    spots = [(i, j) for i in _coding(doc) if len(doc["regions"][i]["bases"]) > 1
-             for j in range(len(doc["regions"][i]["bases"]))]
+    spots = [
+        (i, j)
+        for i in _coding(doc)
+        if len(doc["regions"][i]["bases"]) > 1
+        for j in range(len(doc["regions"][i]["bases"]))
+    ]
     if not spots:
         raise Discard("no coding region with a base to spare")
     i, j = rng.choice(spots)
     gone = doc["regions"][i]["bases"].pop(j)
-    return Variation("base_deletion", doc, {
-        "location": f"{doc['regions'][i]['id']}/{j}", "before": f"{gone['base']}:{gone['kind']}",
-        "after": None})
+    return Variation(
+        "base_deletion",
+        doc,
+        {
+            "location": f"{doc['regions'][i]['id']}/{j}",
+            "before": f"{gone['base']}:{gone['kind']}",
+            "after": None,
+        },
+    )
 
 
 def region_duplication(doc: Doc, rng: random.Random) -> Variation:
@@ -154,12 +179,15 @@ def region_duplication(doc: Doc, rng: random.Random) -> Variation:
     dup["id"] = _fresh_id(doc, "c")
     doc["regions"].insert(i + 1, dup)
     shares = rng.random() < 0.5 and not any(
-        e["kind"] == "shares" and e["target"] == source["id"] for e in doc["edges"])
+        e["kind"] == "shares" and e["target"] == source["id"] for e in doc["edges"]
+    )
     if shares:
         doc["edges"].append({"source": source["id"], "target": dup["id"], "kind": "shares"})
-    return Variation("region_duplication", doc, {
-        "location": source["id"], "before": None,
-        "after": dup["id"] + (" (shares)" if shares else "")})
+    return Variation(
+        "region_duplication",
+        doc,
+        {"location": source["id"], "before": None, "after": dup["id"] + (" (shares)" if shares else "")},
+    )
 
 
 def regulatory_rewiring(doc: Doc, rng: random.Random) -> Variation:
@@ -169,19 +197,29 @@ def regulatory_rewiring(doc: Doc, rng: random.Random) -> Variation:
     if reg and choice < 0.3:
         e = rng.choice(reg)
         doc["edges"].remove(e)
-        return Variation("regulatory_rewiring", doc, {
-            "location": f"{e['source']}->{e['target']}", "before": e["kind"], "after": None})
+        return Variation(
+            "regulatory_rewiring",
+            doc,
+            {"location": f"{e['source']}->{e['target']}", "before": e["kind"], "after": None},
+        )
     if reg and choice < 0.5:
         e = rng.choice(reg)
         before = e["kind"]
         e["kind"] = "represses" if before == "activates" else "activates"
-        return Variation("regulatory_rewiring", doc, {
-            "location": f"{e['source']}->{e['target']}", "before": before, "after": e["kind"]})
+        return Variation(
+            "regulatory_rewiring",
+            doc,
+            {"location": f"{e['source']}->{e['target']}", "before": before, "after": e["kind"]},
+        )
     order = {r["id"]: k for k, r in enumerate(doc["regions"])}
     sources = [r["id"] for r in doc["regions"] if r["type"] == "regulatory"]
-    pairs = [(s, doc["regions"][t]["id"]) for s in sources for t in _coding(doc)
-             if order[s] < t and not any(e["source"] == s and e["target"] == doc["regions"][t]["id"]
-                                         for e in doc["edges"])]
+    pairs = [
+        (s, doc["regions"][t]["id"])
+        for s in sources
+        for t in _coding(doc)
+        if order[s] < t
+        and not any(e["source"] == s and e["target"] == doc["regions"][t]["id"] for e in doc["edges"])
+    ]
     if not pairs:
         coding = _coding(doc)
         if not coding:
@@ -190,15 +228,15 @@ def regulatory_rewiring(doc: Doc, rng: random.Random) -> Variation:
         if t > 0 and doc["regions"][t - 1]["type"] == "promoter":
             t -= 1  # the gate region goes before the promoter, not between it and its region
         rid = _fresh_id(doc, "r")
-        doc["regions"].insert(t, {"id": rid, "type": "regulatory",
-                                  "bases": [random_base("C", rng, "regulatory")]})
-        target = next(r["id"] for r in doc["regions"][t + 1:] if r["type"] == "coding")
+        doc["regions"].insert(
+            t, {"id": rid, "type": "regulatory", "bases": [random_base("C", rng, "regulatory")]}
+        )
+        target = next(r["id"] for r in doc["regions"][t + 1 :] if r["type"] == "coding")
         pairs = [(rid, target)]
     s, t = rng.choice(pairs)
     kind = rng.choice(("activates", "represses"))
     doc["edges"].append({"source": s, "target": t, "kind": kind})
-    return Variation("regulatory_rewiring", doc, {"location": f"{s}->{t}", "before": None,
-                                                  "after": kind})
+    return Variation("regulatory_rewiring", doc, {"location": f"{s}->{t}", "before": None, "after": kind})
 
 
 def promoter_change(doc: Doc, rng: random.Random) -> Variation:
@@ -215,8 +253,11 @@ def promoter_change(doc: Doc, rng: random.Random) -> Variation:
     before = settings.get(name, PROMOTER[name].default)
     after = mutate_value(PROMOTER[name], before, rng)
     settings[name] = after
-    return Variation("promoter_change", doc, {
-        "location": f"{doc['regions'][i]['id']}.{name}", "before": before, "after": after})
+    return Variation(
+        "promoter_change",
+        doc,
+        {"location": f"{doc['regions'][i]['id']}.{name}", "before": before, "after": after},
+    )
 
 
 # Structural settings a mutation may touch; vocabulary and context belong to the task.
@@ -232,8 +273,7 @@ def structural_change(doc: Doc, rng: random.Random) -> Variation:
     if after == before:
         raise Discard(f"structural {name} already at its bound")
     settings[name] = after
-    return Variation("structural_change", doc, {"location": f"s.{name}", "before": before,
-                                                "after": after})
+    return Variation("structural_change", doc, {"location": f"s.{name}", "before": before, "after": after})
 
 
 def homologous_crossover(a: Doc, b: Doc, rng: random.Random) -> Variation:
@@ -247,17 +287,27 @@ def homologous_crossover(a: Doc, b: Doc, rng: random.Random) -> Variation:
     child = {"regions": head, "edges": []}
     rename: dict[str, str] = {}
     for r in tail:
-        new_id = r["id"] if r["id"] not in {x["id"] for x in child["regions"]} else _fresh_id(
-            child, r["id"][0])
+        new_id = (
+            r["id"] if r["id"] not in {x["id"] for x in child["regions"]} else _fresh_id(child, r["id"][0])
+        )
         rename[r["id"]] = new_id
         child["regions"].append({**r, "id": new_id})
     kept = {r["id"] for r in head}
     child["edges"] = [dict(e) for e in a["edges"] if e["source"] in kept and e["target"] in kept]
-    child["edges"] += [{**e, "source": rename[e["source"]], "target": rename[e["target"]]}
-                       for e in b["edges"] if e["source"] in rename and e["target"] in rename]
-    return Variation("homologous_crossover", child, {
-        "location": f"a[:{cut_a}] + b[{cut_b}:]", "before": None,
-        "after": [r["id"] for r in child["regions"]]})
+    child["edges"] += [
+        {**e, "source": rename[e["source"]], "target": rename[e["target"]]}
+        for e in b["edges"]
+        if e["source"] in rename and e["target"] in rename
+    ]
+    return Variation(
+        "homologous_crossover",
+        child,
+        {
+            "location": f"a[:{cut_a}] + b[{cut_b}:]",
+            "before": None,
+            "after": [r["id"] for r in child["regions"]],
+        },
+    )
 
 
 MUTATIONS: dict[str, Callable[[Doc, random.Random], Variation]] = {
@@ -281,8 +331,7 @@ class Child:
     change: dict[str, Any]
 
 
-def vary(op: str, parents: list[Genome], rng: random.Random,
-         repair: Callable[[Doc], Doc]) -> Child:
+def vary(op: str, parents: list[Genome], rng: random.Random, repair: Callable[[Doc], Doc]) -> Child:
     """Apply operator `op` to parents' documents, repair, validate; raise Discard if hopeless."""
     docs = [copy.deepcopy(p.to_dict()) for p in parents]
     if op == "homologous_crossover":

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from store import PolicyIn
 
 
-def outcome(child: Sequence[float], parents: Iterable[Sequence[float]], weights: Sequence[float],
-            ok: bool = True) -> float:
+def outcome(
+    child: Sequence[float], parents: Iterable[Sequence[float]], weights: Sequence[float], ok: bool = True
+) -> float:
     """1 dominates a parent, 0.5 incomparable to every parent, 0 dominated or failed."""
     if not ok:
         return 0.0
@@ -40,8 +41,8 @@ def outcome(child: Sequence[float], parents: Iterable[Sequence[float]], weights:
 @dataclass
 class OperatorPolicy:
     operators: tuple[str, ...]
-    floor: float = 0.05          # each operator's minimum share of the probability
-    power: float = 2.0           # >1 sharpens towards operators with more credit
+    floor: float = 0.05  # each operator's minimum share of the probability
+    power: float = 2.0  # >1 sharpens towards operators with more credit
     credit: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     changed: set[tuple[str, str]] = field(default_factory=set)
 
@@ -96,5 +97,7 @@ def top_operators(rows: Iterable[object], n: int = 5) -> list[dict[str, float | 
         entry[0] += row.successes  # type: ignore[attr-defined]
         entry[1] += row.trials  # type: ignore[attr-defined]
     ranked = sorted(totals.items(), key=lambda kv: -(kv[1][0] + 1) / (kv[1][1] + 2))
-    return [{"operator": op, "successes": round(s, 1), "trials": int(t),
-             "rate": round(s / t, 3) if t else 0.0} for op, (s, t) in ranked[:n]]
+    return [
+        {"operator": op, "successes": round(s, 1), "trials": int(t), "rate": round(s / t, 3) if t else 0.0}
+        for op, (s, t) in ranked[:n]
+    ]

@@ -16,9 +16,15 @@ class RunProgress:
         self.console = Console(stderr=True, highlight=False)
         self.enabled = enabled
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
-            console=self.console, disable=not enabled, transient=False)
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[note]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            disable=not enabled,
+            transient=False,
+        )
         self.task_id: Any = None
         self.generations = 0
         self.best = 0.0
@@ -40,7 +46,8 @@ class RunProgress:
         if self.enabled:
             self.console.print(
                 f"run {run_id}: population {config.population}, {config.generations} "
-                f"generations after the seeds, task {config.task}, {config.steps} steps each")
+                f"generations after the seeds, task {config.task}, {config.steps} steps each"
+            )
 
     def _note(self) -> str:
         return f"best acc {self.best:.3f}" + (f", {self.failed} failed" if self.failed else "")
@@ -56,15 +63,15 @@ class RunProgress:
                 self.best = max(self.best, float(result.metrics.get("accuracy", 0.0)))
             else:
                 self.failed += 1
-            self.progress.update(self.task_id, total=data["total"], completed=data["done"],
-                                 note=self._note())
+            self.progress.update(self.task_id, total=data["total"], completed=data["done"], note=self._note())
         elif kind == "committed":
             report = data["report"]
             task = self.progress.tasks[-1] if self.progress.tasks else None
             total = task.total if task is not None and task.total is not None else 0
-            note = (self._note() + f", {report.cached} cached, "
-                    f"{len(report.discarded)} discarded")
+            note = self._note() + f", {report.cached} cached, {len(report.discarded)} discarded"
             self.progress.update(self.task_id, total=total, completed=total, note=note)
             if self.enabled and not self.console.is_terminal:  # logs get one line per generation
-                self.console.print(f"generation {data['generation']}: {report.evaluated} evaluated"
-                                   f", {note}, {self.elapsed():.0f}s")
+                self.console.print(
+                    f"generation {data['generation']}: {report.evaluated} evaluated"
+                    f", {note}, {self.elapsed():.0f}s"
+                )

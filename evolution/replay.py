@@ -25,9 +25,7 @@ _NOT_COMPARED_WORDS = ("seconds", "per_s", "latency", "cached_from", "torch_thre
 
 
 def compared(key: str) -> bool:
-    return not key.startswith(_NOT_COMPARED_PREFIXES) and not any(
-        word in key for word in _NOT_COMPARED_WORDS
-    )
+    return not key.startswith(_NOT_COMPARED_PREFIXES) and not any(word in key for word in _NOT_COMPARED_WORDS)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -46,8 +44,10 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
     if stored is None:
         raise UsageError(f"individual {record.id} has no stored evaluation to replay")
     if stored.metrics.get("cached_from") is not None:
-        raise UsageError(f"individual {record.id}'s evaluation was copied from evaluation "
-                         f"{stored.metrics['cached_from']}; replay that one")
+        raise UsageError(
+            f"individual {record.id}'s evaluation was copied from evaluation "
+            f"{stored.metrics['cached_from']}; replay that one"
+        )
     if not isinstance(stored.fidelity, int):
         raise UsageError(f"fidelity {stored.fidelity!r} is not a number of steps")
     wanted = threads or stored.metrics.get("torch_threads")
@@ -55,9 +55,14 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
     if isinstance(wanted, int) and wanted > 0:
         torch.set_num_threads(wanted)
     try:
-        request = EvalRequest(genome_yaml=record.yaml, genome_id=record.genome_id,
-                              task=stored.task, fidelity=stored.fidelity, seed=stored.seed,
-                              device="cpu")
+        request = EvalRequest(
+            genome_yaml=record.yaml,
+            genome_id=record.genome_id,
+            task=stored.task,
+            fidelity=stored.fidelity,
+            seed=stored.seed,
+            device="cpu",
+        )
         _, result = train_model(request)
         used = torch.get_num_threads()
     finally:
@@ -66,9 +71,13 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
     # costs): listed, not compared.
     keys = sorted(result.metrics)
     comparison = {
-        key: {"stored": stored.metrics.get(key), "replayed": result.metrics.get(key),
-              "equal": _same(stored.metrics.get(key), result.metrics.get(key))}
-        for key in keys if compared(key)
+        key: {
+            "stored": stored.metrics.get(key),
+            "replayed": result.metrics.get(key),
+            "equal": _same(stored.metrics.get(key), result.metrics.get(key)),
+        }
+        for key in keys
+        if compared(key)
     }
     status_equal = result.status == stored.status
     return {
@@ -103,12 +112,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     else:
         verdict = "match" if report["match"] else "MISMATCH"
-        print(f"individual {report['id']} ({report['genome_id'][:12]}), {report['task']}, "
-              f"{report['fidelity']} steps, seed {report['seed']}, "
-              f"{report['torch_threads']} threads: {verdict}")
+        print(
+            f"individual {report['id']} ({report['genome_id'][:12]}), {report['task']}, "
+            f"{report['fidelity']} steps, seed {report['seed']}, "
+            f"{report['torch_threads']} threads: {verdict}"
+        )
         if report["stored_status"] != report["replayed_status"]:
-            print(f"  status: stored {report['stored_status']}, replayed "
-                  f"{report['replayed_status']} {report['reason']}")
+            print(
+                f"  status: stored {report['stored_status']}, replayed "
+                f"{report['replayed_status']} {report['reason']}"
+            )
         for key, c in report["metrics"].items():
             mark = "=" if c["equal"] else "≠"
             print(f"  {key:<20} {mark} stored {c['stored']!r}  replayed {c['replayed']!r}")
@@ -116,9 +129,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def add_replay_command(sub: Any, common: argparse.ArgumentParser) -> None:
-    replay = sub.add_parser("replay", parents=[common],
-                            help="re-train an individual and compare with its stored metrics")
+    replay = sub.add_parser(
+        "replay", parents=[common], help="re-train an individual and compare with its stored metrics"
+    )
     replay.add_argument("id", help="individual id or genome-id prefix")
-    replay.add_argument("--threads", type=int,
-                        help="torch threads (default: what the worker recorded)")
+    replay.add_argument("--threads", type=int, help="torch threads (default: what the worker recorded)")
     replay.set_defaults(func=cmd_replay)

@@ -46,28 +46,35 @@ def scale_down(doc: Doc, d_model: int, copies: int, pinned: dict[str, Any]) -> D
     return doc
 
 
-def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int,
-                  tries: int = 50) -> Genome:
+def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int, tries: int = 50) -> Genome:
     """A random valid genome under `max_params`: 1-2 coding regions of 1-3 bases each,
     sometimes with a promoter and a regulatory region."""
     for _ in range(tries):
         d = rng.choice(SEED_WIDTHS)
-        regions: list[Doc] = [{"id": "s0", "type": "structural", "settings": {
-            "d_model": d, "positions": rng.choice(("rope", "learned", "sinusoidal", "none")),
-            "norm": rng.choice(("rmsnorm", "layernorm")), **pinned}}]
+        regions: list[Doc] = [
+            {
+                "id": "s0",
+                "type": "structural",
+                "settings": {
+                    "d_model": d,
+                    "positions": rng.choice(("rope", "learned", "sinusoidal", "none")),
+                    "norm": rng.choice(("rmsnorm", "layernorm")),
+                    **pinned,
+                },
+            }
+        ]
         edges: list[Doc] = []
         for k in range(rng.randint(1, 2)):
             if rng.random() < 0.3:
-                regions.append({"id": f"p{k}", "type": "promoter",
-                                "settings": {"copies": rng.randint(1, 2)}})
+                regions.append({"id": f"p{k}", "type": "promoter", "settings": {"copies": rng.randint(1, 2)}})
             bases = [random_base(rng.choice("TTA"), rng) for _ in range(rng.randint(1, 3))]
             regions.append({"id": f"c{k}", "type": "coding", "bases": bases})
         if rng.random() < 0.25:
             target = next(r["id"] for r in regions if r["type"] == "coding")
-            regions.insert(1, {"id": "r0", "type": "regulatory",
-                               "bases": [{"base": "C", "kind": "gate", "params": {}}]})
-            edges.append({"source": "r0", "target": target,
-                          "kind": rng.choice(("activates", "represses"))})
+            regions.insert(
+                1, {"id": "r0", "type": "regulatory", "bases": [{"base": "C", "kind": "gate", "params": {}}]}
+            )
+            edges.append({"source": "r0", "target": target, "kind": rng.choice(("activates", "represses"))})
         try:
             genome = Genome.from_dict({"regions": regions, "edges": edges})
         except GenomeError:
@@ -77,8 +84,9 @@ def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int,
     raise RuntimeError(f"no random genome under {max_params} parameters in {tries} tries")
 
 
-def initial_population(size: int, rng: random.Random, pinned: dict[str, Any],
-                       max_params: int) -> list[Genome]:
+def initial_population(
+    size: int, rng: random.Random, pinned: dict[str, Any], max_params: int
+) -> list[Genome]:
     """Scaled-down presets at two widths and depths first, then random genomes."""
     out: list[Genome] = []
     for name in SEED_PRESETS:

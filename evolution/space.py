@@ -55,8 +55,9 @@ class DogmaSpace:
     operators = tuple(sorted(MUTATIONS))
     crossover_op = "homologous_crossover"
 
-    def __init__(self, pinned: dict[str, Any], seq_len: int, max_params: int,
-                 max_state_bytes: int | None = None):
+    def __init__(
+        self, pinned: dict[str, Any], seq_len: int, max_params: int, max_state_bytes: int | None = None
+    ):
         self.pinned, self.seq_len = pinned, seq_len
         self.max_params, self.max_state_bytes = max_params, max_state_bytes
 
@@ -99,17 +100,18 @@ class DogmaSpace:
 
     def cost_metrics(self, genome: Genome) -> dict[str, float]:
         acct = account(genome, self.seq_len)
-        return {"params": acct.params, "flops_per_token": acct.flops_per_token,
-                "state_bytes": acct.state_bytes_per_token * self.seq_len
-                + acct.state_bytes_fixed}
+        return {
+            "params": acct.params,
+            "flops_per_token": acct.flops_per_token,
+            "state_bytes": acct.state_bytes_per_token * self.seq_len + acct.state_bytes_fixed,
+        }
 
     def violation(self, genome: Genome) -> str | None:
         costs = self.cost_metrics(genome)
         if costs["params"] > self.max_params:
             return f"{costs['params']:,} parameters over the budget {self.max_params:,}"
         if self.max_state_bytes is not None and costs["state_bytes"] > self.max_state_bytes:
-            return (f"{costs['state_bytes']:,} state bytes over the budget "
-                    f"{self.max_state_bytes:,}")
+            return f"{costs['state_bytes']:,} state bytes over the budget {self.max_state_bytes:,}"
         return None
 
 

@@ -35,8 +35,7 @@ class NSGA2:
     def mates(self, population: Sequence[Candidate], n: int, rng: random.Random) -> list:
         return [tournament(population, rng) for _ in range(n)]
 
-    def survivors(self, population: Sequence[Candidate], children: Sequence[Candidate],
-                  k: int) -> list:
+    def survivors(self, population: Sequence[Candidate], children: Sequence[Candidate], k: int) -> list:
         return survivors(list(population) + list(children), k)
 
 
@@ -53,8 +52,7 @@ class Regularized(NSGA2):
             out.append(min(sample, key=_key))
         return out
 
-    def survivors(self, population: Sequence[Candidate], children: Sequence[Candidate],
-                  k: int) -> list:
+    def survivors(self, population: Sequence[Candidate], children: Sequence[Candidate], k: int) -> list:
         everyone = sorted(list(population) + list(children), key=lambda i: i.age)
         kept = everyone[-k:]  # the oldest die, whatever their fitness
         assign_rank_and_crowding(kept)

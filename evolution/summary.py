@@ -13,8 +13,13 @@ from store import IndividualRecord, Store
 
 def individual_summary(ind: Any) -> dict[str, Any]:
     """id, genome_id and metrics of an in-memory individual (evolution.types.Candidate)."""
-    return {"id": ind.id, "genome_id": ind.genome.id, "metrics": dict(ind.metrics),
-            "status": ind.status, "sequence": ind.genome.sequence_view()}
+    return {
+        "id": ind.id,
+        "genome_id": ind.genome.id,
+        "metrics": dict(ind.metrics),
+        "status": ind.status,
+        "sequence": ind.genome.sequence_view(),
+    }
 
 
 def resolve_individual(store: Store, key: str) -> IndividualRecord:
@@ -28,8 +33,7 @@ def resolve_individual(store: Store, key: str) -> IndividualRecord:
             raise UsageError(f"no individual {key}")
         return record
     if not re.fullmatch(r"[0-9a-fA-F]{4,64}", key):
-        raise UsageError(f"{key!r:.70} is neither an individual id nor a genome-id prefix "
-                         "(4+ hex digits)")
+        raise UsageError(f"{key!r:.70} is neither an individual id nor a genome-id prefix (4+ hex digits)")
     matches = store.find_individuals_by_genome_prefix(key.lower())
     genomes = {m.genome_id for m in matches}
     if not matches:
@@ -51,8 +55,7 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
     evaluated = [i for i in store.individuals(run_id) if i.status == "ok"]
     if not evaluated:
         raise UsageError(f"run {run_id} has no successfully evaluated individual")
-    return min(evaluated, key=lambda i: (-i.metrics.get("accuracy", 0.0),
-                                         i.metrics.get("params", 0), i.id))
+    return min(evaluated, key=lambda i: (-i.metrics.get("accuracy", 0.0), i.metrics.get("params", 0), i.id))
 
 
 def _region_summary(genome: Genome) -> list[dict[str, Any]]:
@@ -75,20 +78,35 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
         return _cell_audit(store, record, credit)
     genome = Genome.from_yaml(record.yaml)
     acct = account(genome)
-    ancestry = [{"id": s.individual_id, "depth": s.depth, "generation": s.generation,
-                 "genome_id": s.genome_id, "operator": s.operator, "change": s.change,
-                 "parents": [p.parent_id for p in s.parents]}
-                for s in store.ancestry(record.id)]
+    ancestry = [
+        {
+            "id": s.individual_id,
+            "depth": s.depth,
+            "generation": s.generation,
+            "genome_id": s.genome_id,
+            "operator": s.operator,
+            "change": s.change,
+            "parents": [p.parent_id for p in s.parents],
+        }
+        for s in store.ancestry(record.id)
+    ]
     return {
-        "id": record.id, "run_id": record.run_id, "generation": record.generation,
-        "genome_id": record.genome_id, "sequence": record.sequence,
-        "regions": _region_summary(genome), "edges": [
-            {"source": e.source, "target": e.target, "kind": e.kind} for e in genome.edges],
-        "parents": record.parents, "operator": record.operator, "change": record.change,
-        "status": record.status, "metrics": record.metrics or {},
+        "id": record.id,
+        "run_id": record.run_id,
+        "generation": record.generation,
+        "genome_id": record.genome_id,
+        "sequence": record.sequence,
+        "regions": _region_summary(genome),
+        "edges": [{"source": e.source, "target": e.target, "kind": e.kind} for e in genome.edges],
+        "parents": record.parents,
+        "operator": record.operator,
+        "change": record.change,
+        "status": record.status,
+        "metrics": record.metrics or {},
         "reason": record.evaluation.reason if record.evaluation else None,
         "seed": record.seed,
-        "params": acct.params, "active_params": acct.active_params,
+        "params": acct.params,
+        "active_params": acct.active_params,
         "state_bytes_per_token": acct.state_bytes_per_token,
         "state_bytes_fixed": acct.state_bytes_fixed,
         "flops_per_token": acct.flops_per_token,
@@ -98,23 +116,44 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
 
 
 def _ancestry(store: Store, record: IndividualRecord) -> list[dict[str, Any]]:
-    return [{"id": s.individual_id, "depth": s.depth, "generation": s.generation,
-             "genome_id": s.genome_id, "operator": s.operator, "change": s.change,
-             "parents": [p.parent_id for p in s.parents]}
-            for s in store.ancestry(record.id)]
+    return [
+        {
+            "id": s.individual_id,
+            "depth": s.depth,
+            "generation": s.generation,
+            "genome_id": s.genome_id,
+            "operator": s.operator,
+            "change": s.change,
+            "parents": [p.parent_id for p in s.parents],
+        }
+        for s in store.ancestry(record.id)
+    ]
 
 
 def _cell_audit(store: Store, record: IndividualRecord, credit: list) -> dict[str, Any]:
     metrics = record.metrics or {}
     return {
-        "id": record.id, "run_id": record.run_id, "generation": record.generation,
-        "genome_id": record.genome_id, "sequence": record.sequence,
-        "regions": [], "edges": [], "parents": record.parents, "operator": record.operator,
-        "change": record.change, "status": record.status, "metrics": metrics,
-        "reason": record.evaluation.reason if record.evaluation else None, "seed": record.seed,
-        "params": int(metrics.get("params", 0)), "active_params": int(metrics.get("params", 0)),
-        "state_bytes_per_token": 0, "state_bytes_fixed": 0, "flops_per_token": 0,
-        "ancestry": _ancestry(store, record), "operator_credit": credit,
+        "id": record.id,
+        "run_id": record.run_id,
+        "generation": record.generation,
+        "genome_id": record.genome_id,
+        "sequence": record.sequence,
+        "regions": [],
+        "edges": [],
+        "parents": record.parents,
+        "operator": record.operator,
+        "change": record.change,
+        "status": record.status,
+        "metrics": metrics,
+        "reason": record.evaluation.reason if record.evaluation else None,
+        "seed": record.seed,
+        "params": int(metrics.get("params", 0)),
+        "active_params": int(metrics.get("params", 0)),
+        "state_bytes_per_token": 0,
+        "state_bytes_fixed": 0,
+        "flops_per_token": 0,
+        "ancestry": _ancestry(store, record),
+        "operator_credit": credit,
     }
 
 
@@ -126,8 +165,7 @@ def genome_diff(a: Genome, b: Genome) -> list[dict[str, Any]]:
     for rid in sorted(set(regions_a) | set(regions_b)):
         ra, rb = regions_a.get(rid), regions_b.get(rid)
         if ra is None or rb is None:
-            changes.append({"where": rid, "a": ra.type if ra else None,
-                            "b": rb.type if rb else None})
+            changes.append({"where": rid, "a": ra.type if ra else None, "b": rb.type if rb else None})
             continue
         sa, sb = ra.settings_dict, rb.settings_dict
         for key in sorted(set(sa) | set(sb)):
@@ -137,14 +175,21 @@ def genome_diff(a: Genome, b: Genome) -> list[dict[str, Any]]:
             ba = ra.bases[j] if j < len(ra.bases) else None
             bb = rb.bases[j] if j < len(rb.bases) else None
             if ba != bb:
+
                 def show(base: Any) -> Any:
                     return None if base is None else f"{base.type}:{base.gene.kind}{base.gene.as_dict}"
+
                 changes.append({"where": f"{rid}/{j}", "a": show(ba), "b": show(bb)})
     edges_a = {(e.source, e.target, e.kind) for e in a.edges}
     edges_b = {(e.source, e.target, e.kind) for e in b.edges}
     for e in sorted(edges_a ^ edges_b):
-        changes.append({"where": f"edge {e[0]}->{e[1]}", "a": e[2] if e in edges_a else None,
-                        "b": e[2] if e in edges_b else None})
+        changes.append(
+            {
+                "where": f"edge {e[0]}->{e[1]}",
+                "a": e[2] if e in edges_a else None,
+                "b": e[2] if e in edges_b else None,
+            }
+        )
     return changes
 
 
@@ -157,8 +202,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     operators: dict[str, int] = {}
     for g in range(run.generations):
         born = [i for i in individuals if i.generation == g]
-        evaluated = [i for i in born if i.evaluation is not None and
-                     i.evaluation.individual_id == i.id]
+        evaluated = [i for i in born if i.evaluation is not None and i.evaluation.individual_id == i.id]
         accuracies = [i.metrics.get("accuracy", 0.0) for i in born if i.status == "ok"]
         for i in evaluated:
             if i.status != "ok":
@@ -166,10 +210,22 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         for i in born:
             if i.operator:
                 operators[i.operator] = operators.get(i.operator, 0) + 1
-        generations.append({
-            "generation": g, "born": len(born), "evaluated": len(evaluated),
-            "failed": sum(i.status != "ok" for i in evaluated),
-            "best_accuracy": max(accuracies, default=0.0),
-            "mean_accuracy": sum(accuracies) / len(accuracies) if accuracies else 0.0})
-    return {"run_id": run_id, "status": run.status, "task": run.task, "config": run.config,
-            "generations": generations, "failures": failures, "operators": operators}
+        generations.append(
+            {
+                "generation": g,
+                "born": len(born),
+                "evaluated": len(evaluated),
+                "failed": sum(i.status != "ok" for i in evaluated),
+                "best_accuracy": max(accuracies, default=0.0),
+                "mean_accuracy": sum(accuracies) / len(accuracies) if accuracies else 0.0,
+            }
+        )
+    return {
+        "run_id": run_id,
+        "status": run.status,
+        "task": run.task,
+        "config": run.config,
+        "generations": generations,
+        "failures": failures,
+        "operators": operators,
+    }

@@ -27,23 +27,23 @@ class Candidate:
 
     def __init__(self, genome: Any):
         self.genome = genome
-        self.id: int | None = None          # store id, once committed
+        self.id: int | None = None  # store id, once committed
         self.generation: int = 0
         self.seed: int = 0
-        self.status: str | None = None      # evaluation status, None = not evaluated
+        self.status: str | None = None  # evaluation status, None = not evaluated
         self.metrics: dict[str, Any] = {}
         self.fidelity: int | str | None = None  # the fidelity its metrics come from
-        self.op: str | None = None          # how it was born (None for seeds)
+        self.op: str | None = None  # how it was born (None for seeds)
         self.change: dict[str, Any] | None = None
         self.parent_ids: list[int] = []
-        self.parents: list[Any] = []        # parent individuals in memory (for credit)
-        self.context: str | None = None     # region type the operator touched
-        self.results: list[Any] = []        # EvalResults produced in this process
-        self.cached_rows: list[Any] = []    # results reused from other runs, copied here
-        self.weights: bytes | None = None   # trained weights (safetensors) until committed
-        self.age: int = 0                   # birth order, for aging evolution
-        self.violation: str | None = None   # the hard constraint it breaks, if any
-        self.spent_at: int = 0              # run's evaluations when its result was known
+        self.parents: list[Any] = []  # parent individuals in memory (for credit)
+        self.context: str | None = None  # region type the operator touched
+        self.results: list[Any] = []  # EvalResults produced in this process
+        self.cached_rows: list[Any] = []  # results reused from other runs, copied here
+        self.weights: bytes | None = None  # trained weights (safetensors) until committed
+        self.age: int = 0  # birth order, for aging evolution
+        self.violation: str | None = None  # the hard constraint it breaks, if any
+        self.spent_at: int = 0  # run's evaluations when its result was known
 
     @property
     def result(self) -> Any:

@@ -11,6 +11,19 @@ from genome.presets import PRESETS, load_genome, preset
 from genome.schema import BASE_TYPES, EDGE_KINDS, KINDS, PROMOTER, REGION_TYPES, STRUCTURAL
 
 __all__ = [
-    "BASE_TYPES", "EDGE_KINDS", "KINDS", "PRESETS", "PROMOTER", "REGION_TYPES", "STRUCTURAL",
-    "Base", "Edge", "Gene", "Genome", "GenomeError", "Region", "load_genome", "preset",
+    "BASE_TYPES",
+    "EDGE_KINDS",
+    "KINDS",
+    "PRESETS",
+    "PROMOTER",
+    "REGION_TYPES",
+    "STRUCTURAL",
+    "Base",
+    "Edge",
+    "Gene",
+    "Genome",
+    "GenomeError",
+    "Region",
+    "load_genome",
+    "preset",
 ]

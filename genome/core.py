@@ -81,8 +81,7 @@ class Genome:
                 doc["settings"] = dict(r.settings)
             else:
                 doc["bases"] = [
-                    {"base": b.type, "kind": b.gene.kind, "params": dict(b.gene.params)}
-                    for b in r.bases
+                    {"base": b.type, "kind": b.gene.kind, "params": dict(b.gene.params)} for b in r.bases
                 ]
             regions.append(doc)
         return {
@@ -148,9 +147,11 @@ class Genome:
             g.add_edge(e.source, e.target, kind=e.kind)
         return g
 
-    def replace(self, regions: tuple[Region, ...] | None = None,
-                edges: tuple[Edge, ...] | None = None) -> Genome:
+    def replace(
+        self, regions: tuple[Region, ...] | None = None, edges: tuple[Edge, ...] | None = None
+    ) -> Genome:
         """A new genome with regions and/or edges replaced, validated."""
-        g = Genome(self.regions if regions is None else tuple(regions),
-                   self.edges if edges is None else tuple(edges))
+        g = Genome(
+            self.regions if regions is None else tuple(regions), self.edges if edges is None else tuple(edges)
+        )
         return Genome.from_dict(g.to_dict())

@@ -29,36 +29,64 @@ def _doc(structural: dict[str, Any], layers: int, bases: list[dict[str, Any]]) -
 def gpt2_small() -> dict[str, Any]:
     """GPT-2 small (Radford et al., 2019): 124,439,808 parameters with tied embeddings."""
     return _doc(
-        {"d_model": 768, "vocab": 50257, "max_len": 1024, "positions": "learned",
-         "norm": "layernorm", "norm_position": "pre", "norm_eps": 1e-5, "bias": True,
-         "tie_embeddings": True},
+        {
+            "d_model": 768,
+            "vocab": 50257,
+            "max_len": 1024,
+            "positions": "learned",
+            "norm": "layernorm",
+            "norm_position": "pre",
+            "norm_eps": 1e-5,
+            "bias": True,
+            "tie_embeddings": True,
+        },
         12,
-        [{"base": "T", "kind": "attention", "params": {"heads": 12}},
-         {"base": "A", "kind": "mlp", "params": {"hidden": 3072, "activation": "gelu"}}],
+        [
+            {"base": "T", "kind": "attention", "params": {"heads": 12}},
+            {"base": "A", "kind": "mlp", "params": {"hidden": 3072, "activation": "gelu"}},
+        ],
     )
 
 
 def llama3_8b() -> dict[str, Any]:
     """Llama 3 8B (Meta, 2024): 8,030,261,248 parameters, untied head."""
     return _doc(
-        {"d_model": 4096, "vocab": 128256, "max_len": 8192, "positions": "rope",
-         "rope_theta": 500000.0, "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-5,
-         "bias": False, "tie_embeddings": False},
+        {
+            "d_model": 4096,
+            "vocab": 128256,
+            "max_len": 8192,
+            "positions": "rope",
+            "rope_theta": 500000.0,
+            "norm": "rmsnorm",
+            "norm_position": "pre",
+            "norm_eps": 1e-5,
+            "bias": False,
+            "tie_embeddings": False,
+        },
         32,
-        [{"base": "T", "kind": "attention", "params": {"heads": 32, "kv_heads": 8, "head_dim": 128}},
-         {"base": "A", "kind": "swiglu", "params": {"hidden": 14336}}],
+        [
+            {"base": "T", "kind": "attention", "params": {"heads": 32, "kv_heads": 8, "head_dim": 128}},
+            {"base": "A", "kind": "swiglu", "params": {"hidden": 14336}},
+        ],
     )
 
 
 def mamba_130m() -> dict[str, Any]:
     """Mamba-130m (Gu & Dao, 2023): 24 Mamba layers, width 768, vocabulary 50277 padded to 50280."""
     return _doc(
-        {"d_model": 768, "vocab": 50280, "max_len": 2048, "positions": "none",
-         "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-5, "bias": False,
-         "tie_embeddings": True},
+        {
+            "d_model": 768,
+            "vocab": 50280,
+            "max_len": 2048,
+            "positions": "none",
+            "norm": "rmsnorm",
+            "norm_position": "pre",
+            "norm_eps": 1e-5,
+            "bias": False,
+            "tie_embeddings": True,
+        },
         24,
-        [{"base": "T", "kind": "mamba",
-          "params": {"d_state": 16, "expand": 2, "d_conv": 4, "dt_rank": 48}}],
+        [{"base": "T", "kind": "mamba", "params": {"d_state": 16, "expand": 2, "d_conv": 4, "dt_rank": 48}}],
     )
 
 
@@ -66,13 +94,27 @@ def mistral_7b() -> dict[str, Any]:
     """Mistral 7B v0.1 (Jiang et al., 2023): 7,241,732,096 parameters; GQA 32/8, a 4096-token
     sliding window, vocabulary 32000, RoPE θ = 10^4."""
     return _doc(
-        {"d_model": 4096, "vocab": 32000, "max_len": 32768, "positions": "rope",
-         "rope_theta": 10000.0, "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-5,
-         "bias": False, "tie_embeddings": False},
+        {
+            "d_model": 4096,
+            "vocab": 32000,
+            "max_len": 32768,
+            "positions": "rope",
+            "rope_theta": 10000.0,
+            "norm": "rmsnorm",
+            "norm_position": "pre",
+            "norm_eps": 1e-5,
+            "bias": False,
+            "tie_embeddings": False,
+        },
         32,
-        [{"base": "T", "kind": "attention",
-          "params": {"heads": 32, "kv_heads": 8, "head_dim": 128, "window": 4096}},
-         {"base": "A", "kind": "swiglu", "params": {"hidden": 14336}}],
+        [
+            {
+                "base": "T",
+                "kind": "attention",
+                "params": {"heads": 32, "kv_heads": 8, "head_dim": 128, "window": 4096},
+            },
+            {"base": "A", "kind": "swiglu", "params": {"hidden": 14336}},
+        ],
     )
 
 
@@ -80,14 +122,27 @@ def mixtral_8x7b() -> dict[str, Any]:
     """Mixtral 8x7B (Jiang et al., 2024): 46,702,792,704 parameters, 12,879,925,248 active;
     Mistral's attention (no sliding window) and a top-2 mixture of 8 SwiGLU experts."""
     return _doc(
-        {"d_model": 4096, "vocab": 32000, "max_len": 32768, "positions": "rope",
-         "rope_theta": 1000000.0, "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-5,
-         "bias": False, "tie_embeddings": False},
+        {
+            "d_model": 4096,
+            "vocab": 32000,
+            "max_len": 32768,
+            "positions": "rope",
+            "rope_theta": 1000000.0,
+            "norm": "rmsnorm",
+            "norm_position": "pre",
+            "norm_eps": 1e-5,
+            "bias": False,
+            "tie_embeddings": False,
+        },
         32,
-        [{"base": "T", "kind": "attention", "params": {"heads": 32, "kv_heads": 8, "head_dim": 128}},
-         {"base": "A", "kind": "moe",
-          "params": {"experts": 8, "top_k": 2, "hidden": 14336, "expert": "swiglu",
-                     "aux_weight": 0.02}}],
+        [
+            {"base": "T", "kind": "attention", "params": {"heads": 32, "kv_heads": 8, "head_dim": 128}},
+            {
+                "base": "A",
+                "kind": "moe",
+                "params": {"experts": 8, "top_k": 2, "hidden": 14336, "expert": "swiglu", "aux_weight": 0.02},
+            },
+        ],
     )
 
 
@@ -97,19 +152,29 @@ def jamba() -> dict[str, Any]:
     layer, no positional encoding. Jamba's Mamba layers also RMS-normalise Δ, B and C
     (288 parameters per layer) which our Mamba does not."""
     mamba = {"base": "T", "kind": "mamba", "params": {"d_state": 16, "expand": 2, "d_conv": 4}}
-    attention = {"base": "T", "kind": "attention",
-                 "params": {"heads": 32, "kv_heads": 8, "head_dim": 128}}
+    attention = {"base": "T", "kind": "attention", "params": {"heads": 32, "kv_heads": 8, "head_dim": 128}}
     mlp = {"base": "A", "kind": "swiglu", "params": {"hidden": 14336}}
-    moe = {"base": "A", "kind": "moe",
-           "params": {"experts": 16, "top_k": 2, "hidden": 14336, "expert": "swiglu",
-                      "aux_weight": 0.001}}
+    moe = {
+        "base": "A",
+        "kind": "moe",
+        "params": {"experts": 16, "top_k": 2, "hidden": 14336, "expert": "swiglu", "aux_weight": 0.001},
+    }
     mixers = [mamba, mamba, mamba, mamba, attention, mamba, mamba, mamba]
     bases = [b for i, m in enumerate(mixers) for b in (m, moe if i % 2 else mlp)]
     return _doc(
-        {"d_model": 4096, "vocab": 65536, "max_len": 262144, "positions": "none",
-         "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-6, "bias": False,
-         "tie_embeddings": False},
-        4, bases,
+        {
+            "d_model": 4096,
+            "vocab": 65536,
+            "max_len": 262144,
+            "positions": "none",
+            "norm": "rmsnorm",
+            "norm_position": "pre",
+            "norm_eps": 1e-6,
+            "bias": False,
+            "tie_embeddings": False,
+        },
+        4,
+        bases,
     )
 
 
@@ -118,14 +183,26 @@ def griffin() -> dict[str, Any]:
     of (RG-LRU, RG-LRU, local MQA attention with a 2048 window), each followed by a GeGLU
     MLP; 26 layers = 8 x 3 + 2 recurrent."""
     rglru = {"base": "T", "kind": "rglru", "params": {"width": 2560, "heads": 10, "d_conv": 4}}
-    local = {"base": "T", "kind": "attention",
-             "params": {"heads": 10, "kv_heads": 1, "head_dim": 256, "window": 2048}}
+    local = {
+        "base": "T",
+        "kind": "attention",
+        "params": {"heads": 10, "kv_heads": 1, "head_dim": 256, "window": 2048},
+    }
     mlp = {"base": "A", "kind": "geglu", "params": {"hidden": 7680}}
     doc = _doc(
-        {"d_model": 2560, "vocab": 256000, "max_len": 8192, "positions": "rope",
-         "norm": "rmsnorm", "norm_position": "pre", "norm_eps": 1e-6, "bias": False,
-         "tie_embeddings": True},
-        8, [rglru, mlp, rglru, mlp, local, mlp],
+        {
+            "d_model": 2560,
+            "vocab": 256000,
+            "max_len": 8192,
+            "positions": "rope",
+            "norm": "rmsnorm",
+            "norm_position": "pre",
+            "norm_eps": 1e-6,
+            "bias": False,
+            "tie_embeddings": True,
+        },
+        8,
+        [rglru, mlp, rglru, mlp, local, mlp],
     )
     doc["regions"].append({"id": "c2", "type": "coding", "bases": [rglru, mlp, rglru, mlp]})
     return doc
@@ -136,12 +213,22 @@ def rwkv4_169m() -> dict[str, Any]:
     time mixing + channel mixing, width 768, vocabulary 50277, LayerNorm on the embeddings
     (ln0) and before every mixer, untied head."""
     return _doc(
-        {"d_model": 768, "vocab": 50277, "max_len": 1024, "positions": "none",
-         "norm": "layernorm", "norm_position": "pre_embed", "norm_eps": 1e-5, "bias": True,
-         "tie_embeddings": False},
+        {
+            "d_model": 768,
+            "vocab": 50277,
+            "max_len": 1024,
+            "positions": "none",
+            "norm": "layernorm",
+            "norm_position": "pre_embed",
+            "norm_eps": 1e-5,
+            "bias": True,
+            "tie_embeddings": False,
+        },
         12,
-        [{"base": "T", "kind": "rwkv", "params": {}},
-         {"base": "A", "kind": "rwkv_channel", "params": {"hidden": 3072}}],
+        [
+            {"base": "T", "kind": "rwkv", "params": {}},
+            {"base": "A", "kind": "rwkv_channel", "params": {"hidden": 3072}},
+        ],
     )
 
 
@@ -151,28 +238,64 @@ def dogma() -> dict[str, Any]:
     expression folder), then 2 copies of (strand attention, TetraMemory, expression folder)."""
     return {
         "regions": [
-            {"id": "s0", "type": "structural", "settings": {
-                "d_model": 512, "vocab": 32000, "max_len": 4096, "positions": "rope",
-                "norm": "rmsnorm", "norm_position": "pre", "bias": False,
-                "tie_embeddings": True}},
-            {"id": "r1", "type": "regulatory", "bases": [
-                {"base": "C", "kind": "gate", "params": {"hidden": 32}},
-                {"base": "C", "kind": "allosteric", "params": {"k": 1, "width": 32}}]},
+            {
+                "id": "s0",
+                "type": "structural",
+                "settings": {
+                    "d_model": 512,
+                    "vocab": 32000,
+                    "max_len": 4096,
+                    "positions": "rope",
+                    "norm": "rmsnorm",
+                    "norm_position": "pre",
+                    "bias": False,
+                    "tie_embeddings": True,
+                },
+            },
+            {
+                "id": "r1",
+                "type": "regulatory",
+                "bases": [
+                    {"base": "C", "kind": "gate", "params": {"hidden": 32}},
+                    {"base": "C", "kind": "allosteric", "params": {"k": 1, "width": 32}},
+                ],
+            },
             {"id": "p2", "type": "promoter", "settings": {"copies": 6}},
-            {"id": "c2", "type": "coding", "bases": [
-                {"base": "T", "kind": "dna", "params": {"width": 256, "reactions": 16,
-                                                        "d_state": 8, "species": 4, "lanes": 8,
-                                                        "window": 4}},
-                {"base": "A", "kind": "epigenetic", "params": {"slots": 32}},
-                {"base": "G", "kind": "expression", "params": {"hidden": 1536}}]},
+            {
+                "id": "c2",
+                "type": "coding",
+                "bases": [
+                    {
+                        "base": "T",
+                        "kind": "dna",
+                        "params": {
+                            "width": 256,
+                            "reactions": 16,
+                            "d_state": 8,
+                            "species": 4,
+                            "lanes": 8,
+                            "window": 4,
+                        },
+                    },
+                    {"base": "A", "kind": "epigenetic", "params": {"slots": 32}},
+                    {"base": "G", "kind": "expression", "params": {"hidden": 1536}},
+                ],
+            },
             {"id": "p3", "type": "promoter", "settings": {"copies": 2}},
-            {"id": "c3", "type": "coding", "bases": [
-                {"base": "T", "kind": "strand_attention", "params": {"heads": 8}},
-                {"base": "A", "kind": "tetra", "params": {"window": 2, "stride": 8, "levels": 2}},
-                {"base": "G", "kind": "expression", "params": {"hidden": 1536}}]},
+            {
+                "id": "c3",
+                "type": "coding",
+                "bases": [
+                    {"base": "T", "kind": "strand_attention", "params": {"heads": 8}},
+                    {"base": "A", "kind": "tetra", "params": {"window": 2, "stride": 8, "levels": 2}},
+                    {"base": "G", "kind": "expression", "params": {"hidden": 1536}},
+                ],
+            },
         ],
-        "edges": [{"source": "r1", "target": "c2", "kind": "activates"},
-                  {"source": "c2", "target": "c3", "kind": "loop"}],
+        "edges": [
+            {"source": "r1", "target": "c2", "kind": "activates"},
+            {"source": "c2", "target": "c3", "kind": "loop"},
+        ],
     }
 
 

@@ -31,13 +31,17 @@ def sequence_view(genome: Genome) -> str:
         s = r.settings_dict
         if r.type == "structural":
             items = [f"{short}={_fmt(s[k])}" for k, short in _STRUCTURAL_SHORT.items()]
-            items += [f"{k}={_fmt(v)}" for k, v in sorted(s.items())
-                      if k not in _STRUCTURAL_SHORT and v != STRUCTURAL[k].default]
+            items += [
+                f"{k}={_fmt(v)}"
+                for k, v in sorted(s.items())
+                if k not in _STRUCTURAL_SHORT and v != STRUCTURAL[k].default
+            ]
             parts.append(f"S[{' '.join(items)}]")
         elif r.type == "promoter":
             items = [f"x{s['copies']}"]
-            items += [f"{k}={_fmt(v)}" for k, v in sorted(s.items())
-                      if k != "copies" and v != PROMOTER[k].default]
+            items += [
+                f"{k}={_fmt(v)}" for k, v in sorted(s.items()) if k != "copies" and v != PROMOTER[k].default
+            ]
             parts.append(f"P[{' '.join(items)}]")
         else:
             bases = []

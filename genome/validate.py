@@ -64,8 +64,8 @@ def _base(raw: Any, where: str, region_type: str) -> Base:
     schema = KINDS[kind]
     if btype not in schema.bases:
         raise GenomeError(
-            f"{where}: kind {kind!r} is not allowed on a {btype} base "
-            f"(allowed: {', '.join(schema.bases)})")
+            f"{where}: kind {kind!r} is not allowed on a {btype} base (allowed: {', '.join(schema.bases)})"
+        )
     if region_type not in schema.regions:
         raise GenomeError(f"{where}: kind {kind!r} cannot live in a {region_type} region")
     params = _settings(raw.get("params"), schema.params, f"{where} {kind}")
@@ -313,6 +313,8 @@ def _edges(raw_edges: Any, regions: list[Region]) -> tuple[Edge, ...]:
         edges.append(Edge(src, dst, kind))
     for e in edges:
         if e.kind == "shares" and e.source in share_targets:
-            raise GenomeError(f"edge ({e.source} -> {e.target}): shares from a region that "
-                              "itself shares weights; point at the original")
+            raise GenomeError(
+                f"edge ({e.source} -> {e.target}): shares from a region that "
+                "itself shares weights; point at the original"
+            )
     return tuple(edges)

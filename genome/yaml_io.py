@@ -15,12 +15,20 @@ import yaml
 
 from genome.errors import GenomeError
 
-MAX_BYTES = 1 << 20          # a 1000-layer genome is ~100 KB
-MAX_DEPTH = 16               # genome documents nest 5 deep
+MAX_BYTES = 1 << 20  # a 1000-layer genome is ~100 KB
+MAX_DEPTH = 16  # genome documents nest 5 deep
 MAX_EVENTS = 200_000
-_STANDARD_TAGS = {None, "!", "tag:yaml.org,2002:str", "tag:yaml.org,2002:int",
-                  "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null",
-                  "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+_STANDARD_TAGS = {
+    None,
+    "!",
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:map",
+    "tag:yaml.org,2002:seq",
+}
 
 
 def _prescan(text: str) -> None:
@@ -77,5 +85,6 @@ def dump_yaml(doc: dict[str, Any]) -> str:
         def ignore_aliases(self, data: Any) -> bool:
             return True
 
-    return yaml.dump(doc, Dumper=_NoAliasDumper, sort_keys=True, default_flow_style=False,
-                     allow_unicode=False, width=1000)
+    return yaml.dump(
+        doc, Dumper=_NoAliasDumper, sort_keys=True, default_flow_style=False, allow_unicode=False, width=1000
+    )

@@ -1,7 +1,7 @@
 """Phenotypes: genomes decoded into PyTorch models, with exact analytic accounting.
 
-    decode(genome) -> DogmaModel        token ids (B, T) int64 -> logits (B, T, V)
-    account(genome, seq_len) -> Accounting
+decode(genome) -> DogmaModel        token ids (B, T) int64 -> logits (B, T, V)
+account(genome, seq_len) -> Accounting
 """
 
 from __future__ import annotations
@@ -24,5 +24,13 @@ def decode(genome: Genome, device: str | torch.device | None = None) -> DogmaMod
         return cfg.build()
 
 
-__all__ = ["REGISTRY", "Accounting", "BlockSpec", "DogmaModel", "ModelConfig", "account",
-           "decode", "model_config"]
+__all__ = [
+    "REGISTRY",
+    "Accounting",
+    "BlockSpec",
+    "DogmaModel",
+    "ModelConfig",
+    "account",
+    "decode",
+    "model_config",
+]

@@ -43,14 +43,14 @@ def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
     cfg = model_config(genome) if isinstance(genome, Genome) else genome
     d, v = cfg.d_model, cfg.vocab
     params = v * d + (cfg.max_len * d if cfg.positions == "learned" else 0)
-    if cfg.norm_position in ("pre", "pre_embed"):    # the final norm
+    if cfg.norm_position in ("pre", "pre_embed"):  # the final norm
         params += cfg.norm.num_params()
-    if cfg.norm_position == "pre_embed":             # the embeddings' norm
+    if cfg.norm_position == "pre_embed":  # the embeddings' norm
         params += cfg.norm.num_params()
     if not cfg.tie_embeddings:
         params += v * d
     active = params
-    flops = 2 * d * v                       # the output head
+    flops = 2 * d * v  # the output head
     per_token = fixed = layers = 0
     width: dict[str, int] = {}
     for stage in cfg.stages:
@@ -76,13 +76,24 @@ def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
             params, active, flops = params + n, active + n, flops + 2 * width[src]
         params += len(stage.loops_from)
         active += len(stage.loops_from)
-    return Accounting(params, active, flops, per_token * BYTES_PER_STATE_ELEMENT,
-                      fixed * BYTES_PER_STATE_ELEMENT, seq_len, layers)
+    return Accounting(
+        params,
+        active,
+        flops,
+        per_token * BYTES_PER_STATE_ELEMENT,
+        fixed * BYTES_PER_STATE_ELEMENT,
+        seq_len,
+        layers,
+    )
 
 
 def state_elements(genome: Genome | ModelConfig, seq_len: int) -> int:
     """Inference-state elements per sequence after exactly `seq_len` tokens (sliding windows
     capped at their window), what `DogmaModel.state_size(seq_len)` reports."""
     cfg = model_config(genome) if isinstance(genome, Genome) else genome
-    return sum(layer.block.state_elements(seq_len) for stage in cfg.stages
-               if isinstance(stage, CodingStage) for layer in stage.layers)
+    return sum(
+        layer.block.state_elements(seq_len)
+        for stage in cfg.stages
+        if isinstance(stage, CodingStage)
+        for layer in stage.layers
+    )

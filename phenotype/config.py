@@ -36,7 +36,7 @@ class LayerConfig:
 @dataclass(frozen=True)
 class CodingStage:
     region_id: str
-    layers: tuple[LayerConfig, ...]          # copies × bases, in order
+    layers: tuple[LayerConfig, ...]  # copies × bases, in order
     strength: float
     shares_from: str | None = None
     gates: tuple[tuple[str, bool], ...] = ()  # (regulatory region id, represses)
@@ -47,7 +47,7 @@ class CodingStage:
 class RegulatoryStage:
     region_id: str
     gates: tuple[GateConfig, ...]
-    routers: tuple[AllostericConfig, ...] = ()   # allosteric bases, wired to their regions
+    routers: tuple[AllostericConfig, ...] = ()  # allosteric bases, wired to their regions
 
     @property
     def signal_width(self) -> int:
@@ -84,10 +84,14 @@ def model_config(genome: Genome) -> ModelConfig:
     stages: list[Stage] = []
     for region in genome.regions:
         if region.type == "regulatory":
-            gates = tuple(GateConfig.from_gene(b.gene.as_dict, s) for b in region.bases
-                          if b.gene.kind == "gate")
-            routers = tuple(AllostericConfig.from_gene(b.gene.as_dict, s)
-                            for b in region.bases if b.gene.kind == "allosteric")
+            gates = tuple(
+                GateConfig.from_gene(b.gene.as_dict, s) for b in region.bases if b.gene.kind == "gate"
+            )
+            routers = tuple(
+                AllostericConfig.from_gene(b.gene.as_dict, s)
+                for b in region.bases
+                if b.gene.kind == "allosteric"
+            )
             stages.append(RegulatoryStage(region.id, gates, routers))
         elif region.type == "coding":
             expression = genome.promoter_of(region.id)
@@ -95,23 +99,37 @@ def model_config(genome: Genome) -> ModelConfig:
                 continue
             layers = tuple(
                 LayerConfig(REGISTRY[b.gene.kind].config.from_gene(b.gene.as_dict, s, copy), norm)
-                for copy in range(expression["copies"]) for b in region.bases)
+                for copy in range(expression["copies"])
+                for b in region.bases
+            )
             incoming = [e for e in genome.edges if e.target == region.id]
-            stages.append(CodingStage(
-                region.id, layers, expression["strength"],
-                shares_from=next((e.source for e in incoming if e.kind == "shares"), None),
-                gates=tuple((e.source, e.kind == "represses") for e in incoming
-                            if e.kind in ("activates", "represses")),
-                loops_from=tuple(e.source for e in incoming if e.kind == "loop"),
-            ))
+            stages.append(
+                CodingStage(
+                    region.id,
+                    layers,
+                    expression["strength"],
+                    shares_from=next((e.source for e in incoming if e.kind == "shares"), None),
+                    gates=tuple(
+                        (e.source, e.kind == "represses")
+                        for e in incoming
+                        if e.kind in ("activates", "represses")
+                    ),
+                    loops_from=tuple(e.source for e in incoming if e.kind == "loop"),
+                )
+            )
     expressed = {st.region_id for st in stages}
     # Edges from a silenced region fall away with it (a silenced source has no output).
     stages = [
-        CodingStage(st.region_id, st.layers, st.strength,
-                    st.shares_from if st.shares_from in expressed else None,
-                    tuple(g for g in st.gates if g[0] in expressed),
-                    tuple(src for src in st.loops_from if src in expressed))
-        if isinstance(st, CodingStage) else st
+        CodingStage(
+            st.region_id,
+            st.layers,
+            st.strength,
+            st.shares_from if st.shares_from in expressed else None,
+            tuple(g for g in st.gates if g[0] in expressed),
+            tuple(src for src in st.loops_from if src in expressed),
+        )
+        if isinstance(st, CodingStage)
+        else st
         for st in stages
     ]
     # Allosteric routers read the coding regions before them and regulate those after.
@@ -121,7 +139,16 @@ def model_config(genome: Genome) -> ModelConfig:
             before = {x.region_id for x in stages[:i]}
             sources = tuple(r for r in coding if r in before)
             targets = tuple(r for r in coding if r not in before)
-            stages[i] = replace(st, routers=tuple(replace(r, sources=sources, targets=targets)
-                                                  for r in st.routers))
-    return ModelConfig(s["d_model"], s["vocab"], s["max_len"], s["positions"], norm,
-                       s["norm_position"], s["tie_embeddings"], tuple(stages))
+            stages[i] = replace(
+                st, routers=tuple(replace(r, sources=sources, targets=targets) for r in st.routers)
+            )
+    return ModelConfig(
+        s["d_model"],
+        s["vocab"],
+        s["max_len"],
+        s["positions"],
+        norm,
+        s["norm_position"],
+        s["tie_embeddings"],
+        tuple(stages),
+    )

@@ -45,17 +45,18 @@ class ResidualLayer(nn.Module):
 
     # Mixers that carry epigenetic marks from block to block (`carries_memory`) take and
     # return the marks beside the stream.
-    def forward_memory(self, x: torch.Tensor, gate: torch.Tensor | None,
-                       marks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_memory(
+        self, x: torch.Tensor, gate: torch.Tensor | None, marks: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         y, marks = self.mixer.forward_memory(self.norm(x) if self.pre_norm else x, marks)
         if self.pre_norm:
             return x + self._update(y, gate), marks
         return self.norm(x + self._update(y, gate)), marks
 
-    def step_memory(self, x_t: torch.Tensor, gate: torch.Tensor | None, state: Any,
-                    marks: torch.Tensor | None):
-        y, state, marks = self.mixer.step_memory(self.norm(x_t) if self.pre_norm else x_t,
-                                                 state, marks)
+    def step_memory(
+        self, x_t: torch.Tensor, gate: torch.Tensor | None, state: Any, marks: torch.Tensor | None
+    ):
+        y, state, marks = self.mixer.step_memory(self.norm(x_t) if self.pre_norm else x_t, state, marks)
         if self.pre_norm:
             return x_t + self._update(y, gate), state, marks
         return self.norm(x_t + self._update(y, gate)), state, marks
@@ -63,8 +64,7 @@ class ResidualLayer(nn.Module):
 
 def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     """(T,) integer positions -> (T, D): sin on even, cos on odd channels (Vaswani et al.)."""
-    inv = torch.exp(-math.log(10_000.0) * torch.arange(0, d_model, 2, device=positions.device)
-                    / d_model)
+    inv = torch.exp(-math.log(10_000.0) * torch.arange(0, d_model, 2, device=positions.device) / d_model)
     angles = positions.float()[:, None] * inv[None, :]
     out = torch.zeros(positions.shape[0], d_model, device=positions.device)
     out[:, 0::2] = angles.sin()
@@ -83,7 +83,7 @@ class DogmaModel(nn.Module):
         if cfg.norm_position == "pre_embed":
             self.embed_norm = cfg.norm.build()
         self.stages = nn.ModuleDict()
-        self.routers = nn.ModuleDict()          # allosteric routers per regulatory region
+        self.routers = nn.ModuleDict()  # allosteric routers per regulatory region
         self.edge_gates = nn.ModuleDict()
         self.loop_scales = nn.ParameterDict()
         signal_width: dict[str, int] = {}
@@ -96,12 +96,17 @@ class DogmaModel(nn.Module):
                 continue
             if stage.shares_from is not None:
                 source = self.stages[stage.shares_from]
-                layers = [ResidualLayer(source[i % len(source)].mixer,
-                                        source[i % len(source)].norm, pre_norm, stage.strength)
-                          for i in range(len(stage.layers))]
+                layers = [
+                    ResidualLayer(
+                        source[i % len(source)].mixer, source[i % len(source)].norm, pre_norm, stage.strength
+                    )
+                    for i in range(len(stage.layers))
+                ]
             else:
-                layers = [ResidualLayer(layer.block.build(), layer.norm.build(), pre_norm,
-                                        stage.strength) for layer in stage.layers]
+                layers = [
+                    ResidualLayer(layer.block.build(), layer.norm.build(), pre_norm, stage.strength)
+                    for layer in stage.layers
+                ]
             self.stages[stage.region_id] = nn.ModuleList(layers)
             for src, represses in stage.gates:
                 self.edge_gates[f"{src}__{stage.region_id}"] = EdgeGate(signal_width[src], represses)
@@ -121,7 +126,7 @@ class DogmaModel(nn.Module):
             if p.dim() != 2 or "edge_gates" in name or getattr(p, "_no_weight_decay", False):
                 continue
             if name.startswith(("embed.", "pos_embed.")):
-                std = self.cfg.d_model ** -0.5 if self.cfg.tie_embeddings or name[0] == "p" else 1.0
+                std = self.cfg.d_model**-0.5 if self.cfg.tie_embeddings or name[0] == "p" else 1.0
             else:
                 std = p.shape[1] ** -0.5
             nn.init.normal_(p, std=std)
@@ -143,17 +148,23 @@ class DogmaModel(nn.Module):
         x = self.final_norm(x)
         return self.head(x) if self.head is not None else F.linear(x, self.embed.weight)
 
-    def _gate(self, stage: CodingStage, signals: dict[str, torch.Tensor],
-              allosteric: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    def _gate(
+        self, stage: CodingStage, signals: dict[str, torch.Tensor], allosteric: dict[str, torch.Tensor]
+    ) -> torch.Tensor | None:
         gate = allosteric.get(stage.region_id)
         for src, _ in stage.gates:
             g = self.edge_gates[f"{src}__{stage.region_id}"](signals[src])
             gate = g if gate is None else gate * g
         return gate
 
-    def _regulate(self, stage: RegulatoryStage, x: torch.Tensor,
-                  outputs: dict[str, torch.Tensor], signals: dict[str, torch.Tensor],
-                  allosteric: dict[str, torch.Tensor]) -> None:
+    def _regulate(
+        self,
+        stage: RegulatoryStage,
+        x: torch.Tensor,
+        outputs: dict[str, torch.Tensor],
+        signals: dict[str, torch.Tensor],
+        allosteric: dict[str, torch.Tensor],
+    ) -> None:
         """Run a regulatory region on x (B, T, D): its gates' signal, its routers' gates."""
         gates = self.stages[stage.region_id]
         if len(gates):
@@ -173,7 +184,7 @@ class DogmaModel(nn.Module):
         signals: dict[str, torch.Tensor] = {}
         outputs: dict[str, torch.Tensor] = {}
         allosteric: dict[str, torch.Tensor] = {}
-        marks: dict[int, torch.Tensor] = {}     # epigenetic marks by width, block to block
+        marks: dict[int, torch.Tensor] = {}  # epigenetic marks by width, block to block
         for stage in self.cfg.stages:
             modules = self.stages[stage.region_id]
             if isinstance(stage, RegulatoryStage):
@@ -193,9 +204,11 @@ class DogmaModel(nn.Module):
 
     # -- recurrent form ------------------------------------------------------------------
     def init_state(self, batch: int) -> dict[str, Any]:
-        layers = {rid: [layer.mixer.init_state(batch) for layer in mods]
-                  for rid, mods in self.stages.items()
-                  if isinstance(self.cfg.stage(rid), CodingStage)}
+        layers = {
+            rid: [layer.mixer.init_state(batch) for layer in mods]
+            for rid, mods in self.stages.items()
+            if isinstance(self.cfg.stage(rid), CodingStage)
+        }
         return {"pos": 0, "layers": layers}
 
     @torch.no_grad()
@@ -209,7 +222,7 @@ class DogmaModel(nn.Module):
         new_layers: dict[str, list[Any]] = {}
         for stage in self.cfg.stages:
             modules = self.stages[stage.region_id]
-            if isinstance(stage, RegulatoryStage):   # per token: run on a length-1 sequence
+            if isinstance(stage, RegulatoryStage):  # per token: run on a length-1 sequence
                 self._regulate(stage, x, outputs, signals, allosteric)
                 continue
             gate = self._gate(stage, signals, allosteric)
@@ -219,8 +232,7 @@ class DogmaModel(nn.Module):
             for layer, layer_state in zip(modules, state["layers"][stage.region_id], strict=True):
                 if getattr(layer.mixer, "carries_memory", False):
                     width = layer.mixer.cfg.slots
-                    x, layer_state, marks[width] = layer.step_memory(x, gate, layer_state,
-                                                                     marks.get(width))
+                    x, layer_state, marks[width] = layer.step_memory(x, gate, layer_state, marks.get(width))
                 else:
                     x, layer_state = layer.step(x, gate, layer_state)
                 new_layers[stage.region_id].append(layer_state)
@@ -231,8 +243,13 @@ class DogmaModel(nn.Module):
         return self._logits(x[:, 0]), {"pos": state["pos"] + 1, "layers": new_layers}
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, new_tokens: int, temperature: float = 0.0,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+    def generate(
+        self,
+        prompt: torch.Tensor,
+        new_tokens: int,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """prompt: (B, T0) -> (B, T0 + new_tokens), greedy when temperature is 0."""
         state = self.init_state(prompt.shape[0])
         for t in range(prompt.shape[1]):
@@ -251,8 +268,7 @@ class DogmaModel(nn.Module):
     def aux_loss(self) -> torch.Tensor:
         """Sum of the layers' weighted auxiliary losses from the last forward (the MoE
         load-balancing losses); the trainer adds it to the task loss. 0 when there are none."""
-        losses = [m.last_aux_loss for m in self.modules()
-                  if getattr(m, "last_aux_loss", None) is not None]
+        losses = [m.last_aux_loss for m in self.modules() if getattr(m, "last_aux_loss", None) is not None]
         if not losses:
             return self.embed.weight.new_zeros(())
         return torch.stack(losses).sum()
@@ -264,12 +280,18 @@ class DogmaModel(nn.Module):
 
     def state_size(self, seq_len: int) -> int:
         """Inference-state elements per sequence after `seq_len` tokens, all layers."""
-        return sum(layer.mixer.state_size(seq_len)
-                   for rid, mods in self.stages.items()
-                   if isinstance(self.cfg.stage(rid), CodingStage) for layer in mods)
+        return sum(
+            layer.mixer.state_size(seq_len)
+            for rid, mods in self.stages.items()
+            if isinstance(self.cfg.stage(rid), CodingStage)
+            for layer in mods
+        )
 
     def extra_flops_per_token(self) -> int:
         """Elementwise scan FLOPs the mixers declare (a FLOP counter cannot see them)."""
-        return sum(layer.mixer.cfg.extra_flops_per_token()
-                   for rid, mods in self.stages.items()
-                   if isinstance(self.cfg.stage(rid), CodingStage) for layer in mods)
+        return sum(
+            layer.mixer.cfg.extra_flops_per_token()
+            for rid, mods in self.stages.items()
+            if isinstance(self.cfg.stage(rid), CodingStage)
+            for layer in mods
+        )

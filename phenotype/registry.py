@@ -34,7 +34,7 @@ from phenotype.blocks.strand import StrandAttentionConfig
 class BlockSpec:
     kind: str
     config: type[BlockConfig]
-    role: str            # "sequence" (token mixer), "channel" (per-token) or "regulatory"
+    role: str  # "sequence" (token mixer), "channel" (per-token) or "regulatory"
 
     @property
     def schema(self) -> KindSchema:

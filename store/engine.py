@@ -111,8 +111,9 @@ def _switch_to_wal(cursor: Any, busy_timeout: float) -> None:
             delay = min(delay * 2, 0.5)
 
 
-def _sqlite_listeners(engine: Engine, *, begin: str, query_only: bool, wal: bool,
-                      busy_timeout: float = 0.0) -> None:
+def _sqlite_listeners(
+    engine: Engine, *, begin: str, query_only: bool, wal: bool, busy_timeout: float = 0.0
+) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -138,9 +139,7 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engine
         engine = create_engine(parsed, pool_pre_ping=True)
         if parsed.get_backend_name() == "postgresql":
             # Same pool, other per-connection settings for the read transactions.
-            read = engine.execution_options(
-                isolation_level="REPEATABLE READ", postgresql_readonly=True
-            )
+            read = engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
             return Engines(write=engine, read=read)
         return Engines(write=engine, read=engine)
 
@@ -161,8 +160,7 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engine
     if not path.parent.is_dir():
         raise StoreError(f"cannot create {path}: folder {path.parent} does not exist")
     write = create_engine(parsed, connect_args=connect_args)
-    _sqlite_listeners(write, begin="BEGIN IMMEDIATE", query_only=False, wal=True,
-                      busy_timeout=busy_timeout)
+    _sqlite_listeners(write, begin="BEGIN IMMEDIATE", query_only=False, wal=True, busy_timeout=busy_timeout)
     # Switch the file to WAL before any reader connects (a query_only connection cannot).
     with write.connect():
         pass

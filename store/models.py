@@ -173,9 +173,7 @@ class Evaluation(Base):
     task: Mapped[str] = mapped_column(Text)
     fidelity: Mapped[str] = mapped_column(Text)
     seed: Mapped[int] = mapped_column(BigInteger)  # 63-bit derived seeds
-    individual_id: Mapped[int | None] = mapped_column(
-        ForeignKey("individuals.id"), nullable=True, index=True
-    )
+    individual_id: Mapped[int | None] = mapped_column(ForeignKey("individuals.id"), nullable=True, index=True)
     status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     metrics: Mapped[Any] = mapped_column(JSONText)

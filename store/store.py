@@ -492,9 +492,7 @@ class Store:
                 for chunk in _chunks(frontier):
                     for row in session.scalars(select(Individual).where(Individual.id.in_(chunk))):
                         births[row.id] = row
-                    edge_query = (
-                        select(Lineage).where(Lineage.child_id.in_(chunk)).order_by(Lineage.id)
-                    )
+                    edge_query = select(Lineage).where(Lineage.child_id.in_(chunk)).order_by(Lineage.id)
                     for edge in session.scalars(edge_query):
                         edges[edge.child_id].append(edge)
                 following: list[int] = []
@@ -512,9 +510,7 @@ class Store:
                             genome_id=birth.genome_id,
                             operator=birth.operator,
                             change=birth.change,
-                            parents=[
-                                ParentEdge(e.parent_id, e.operator, e.change) for e in edges[ident]
-                            ],
+                            parents=[ParentEdge(e.parent_id, e.operator, e.change) for e in edges[ident]],
                         )
                     )
                     for edge in edges[ident]:
@@ -532,9 +528,7 @@ class Store:
     def policy(self, run_id: str) -> list[PolicyRecord]:
         def work(session: Session) -> list[PolicyRecord]:
             rows = session.scalars(
-                select(Policy)
-                .where(Policy.run_id == run_id)
-                .order_by(Policy.operator, Policy.context)
+                select(Policy).where(Policy.run_id == run_id).order_by(Policy.operator, Policy.context)
             )
             return [PolicyRecord(r.operator, r.context, r.successes, r.trials) for r in rows]
 
@@ -588,9 +582,7 @@ class Store:
             if birth is None or birth.run_id != run_id:
                 raise StoreError(f"run {run_id} has no individual {individual_id}")
             row = session.scalars(
-                select(Artifact).where(
-                    Artifact.individual_id == individual_id, Artifact.kind == kind
-                )
+                select(Artifact).where(Artifact.individual_id == individual_id, Artifact.kind == kind)
             ).first()
             if row is None:
                 row = Artifact(run_id=run_id, individual_id=individual_id, kind=kind)
@@ -607,9 +599,7 @@ class Store:
 
         def work(session: Session) -> tuple[str | None, bytes | None, str] | None:
             row = session.scalars(
-                select(Artifact).where(
-                    Artifact.individual_id == individual_id, Artifact.kind == kind
-                )
+                select(Artifact).where(Artifact.individual_id == individual_id, Artifact.kind == kind)
             ).first()
             return None if row is None else (row.path, row.blob, row.sha256)
 
@@ -631,7 +621,6 @@ class Store:
                 f"differs from the stored {digest}"
             )
         return content
-
 
     # -- leases ----------------------------------------------------------------------------
 
@@ -784,8 +773,7 @@ class _Payload:
         for evaluation in payload.evaluations:
             if evaluation.status not in EVALUATION_STATUSES:
                 raise StoreError(
-                    f"evaluation status must be one of {EVALUATION_STATUSES}, "
-                    f"not {evaluation.status!r}"
+                    f"evaluation status must be one of {EVALUATION_STATUSES}, not {evaluation.status!r}"
                 )
             _fidelity_key(evaluation.fidelity)
             if evaluation.individual is not None:
@@ -902,15 +890,9 @@ class _Payload:
         earlier = self._earlier_ids(session, run_id, generation)
 
         for (child, parent), edge in self._resolved_lineage(slot_ids, earlier).items():
-            session.add(
-                Lineage(
-                    child_id=child, parent_id=parent, operator=edge.operator, change=edge.change
-                )
-            )
+            session.add(Lineage(child_id=child, parent_id=parent, operator=edge.operator, change=edge.change))
         for rank, individual_id in enumerate(self._resolved_members(slot_ids, earlier)):
-            session.add(
-                Member(run_id=run_id, generation=generation, rank=rank, individual_id=individual_id)
-            )
+            session.add(Member(run_id=run_id, generation=generation, rank=rank, individual_id=individual_id))
         self._insert_evaluations(session, run_id, slot_ids, earlier)
         self._upsert_policy(session, run_id)
         self._upsert_archive(session, run_id)
@@ -1002,8 +984,7 @@ class _Payload:
         if not self.archive and not self.archive_remove:
             return
         stored = {
-            row.genome_id: row
-            for row in session.scalars(select(Archive).where(Archive.run_id == run_id))
+            row.genome_id: row for row in session.scalars(select(Archive).where(Archive.run_id == run_id))
         }
         for genome_id in sorted(self.archive_remove & set(stored)):
             session.delete(stored[genome_id])
@@ -1028,9 +1009,7 @@ class _Payload:
         births = {
             row.slot: row
             for row in session.scalars(
-                select(Individual).where(
-                    Individual.run_id == run_id, Individual.generation == generation
-                )
+                select(Individual).where(Individual.run_id == run_id, Individual.generation == generation)
             )
         }
         if set(births) != {ind.slot for ind in self.individuals}:
@@ -1060,10 +1039,7 @@ class _Payload:
                     edge.operator,
                     canonical_json(edge.change),
                 )
-        offered = {
-            pair: (edge.operator, canonical_json(edge.change))
-            for pair, edge in offered_edges.items()
-        }
+        offered = {pair: (edge.operator, canonical_json(edge.change)) for pair, edge in offered_edges.items()}
         if stored_edges != offered:
             raise differs("lineage")
 
@@ -1137,9 +1113,7 @@ def _individual_records(
         for evaluation in session.scalars(
             select(Evaluation).where(Evaluation.run_id == run_id).order_by(Evaluation.id)
         ):
-            evaluations[(evaluation.run_id, evaluation.genome_id)].append(
-                _evaluation_record(evaluation)
-            )
+            evaluations[(evaluation.run_id, evaluation.genome_id)].append(_evaluation_record(evaluation))
     else:
         for chunk in _chunks(genome_ids):
             query = select(Genome.id, Genome.yaml, Genome.sequence).where(Genome.id.in_(chunk))
@@ -1150,17 +1124,12 @@ def _individual_records(
             for child_id, parent_id in session.execute(query.order_by(Lineage.id)):
                 parents[child_id].append(parent_id)
         for chunk in _chunks(genome_ids):
-            query = select(Evaluation).where(
-                Evaluation.genome_id.in_(chunk), Evaluation.run_id.in_(run_ids)
-            )
+            query = select(Evaluation).where(Evaluation.genome_id.in_(chunk), Evaluation.run_id.in_(run_ids))
             for evaluation in session.scalars(query.order_by(Evaluation.id)):
-                evaluations[(evaluation.run_id, evaluation.genome_id)].append(
-                    _evaluation_record(evaluation)
-                )
+                evaluations[(evaluation.run_id, evaluation.genome_id)].append(_evaluation_record(evaluation))
 
     tasks = {
-        ident: task
-        for ident, task in session.execute(select(Run.id, Run.task).where(Run.id.in_(run_ids)))
+        ident: task for ident, task in session.execute(select(Run.id, Run.task).where(Run.id.in_(run_ids)))
     }
     records = []
     for row in rows:

@@ -23,8 +23,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-RUN_ARGS = ["--population", "8", "--generations", "2", "--steps", "20", "--seed", "7",
-            "--workers", "2"]
+RUN_ARGS = ["--population", "8", "--generations", "2", "--steps", "20", "--seed", "7", "--workers", "2"]
 
 
 def evolve(*args: str, store: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -56,8 +55,19 @@ def test_run_reports_best_and_pareto_front(finished_run):
 def test_audit_reaches_the_seeds(finished_run):
     store, result = finished_run
     audit = json.loads(evolve("audit", str(result["best"]["id"]), "--json", store=store).stdout)
-    for key in ("sequence", "regions", "genome_id", "parents", "operator", "change", "metrics",
-                "params", "active_params", "state_bytes_per_token", "ancestry"):
+    for key in (
+        "sequence",
+        "regions",
+        "genome_id",
+        "parents",
+        "operator",
+        "change",
+        "metrics",
+        "params",
+        "active_params",
+        "state_bytes_per_token",
+        "ancestry",
+    ):
         assert key in audit
     assert audit["genome_id"] == result["best"]["genome_id"]
     seeds = [s for s in audit["ancestry"] if s["operator"] is None]
@@ -65,8 +75,7 @@ def test_audit_reaches_the_seeds(finished_run):
     for step in audit["ancestry"]:
         if step["operator"] is not None:
             assert step["parents"] and step["change"]["op"] == step["operator"]
-    by_prefix = json.loads(
-        evolve("audit", result["best"]["genome_id"][:10], "--json", store=store).stdout)
+    by_prefix = json.loads(evolve("audit", result["best"]["genome_id"][:10], "--json", store=store).stdout)
     assert by_prefix["genome_id"] == result["best"]["genome_id"]
 
 
@@ -74,8 +83,13 @@ def test_export_loads_with_torch_alone(finished_run, tmp_path):
     store, result = finished_run
     out = tmp_path / "model"
     evolve("export", "--run", result["run_id"], "--best", "-o", str(out), store=store)
-    assert {p.name for p in out.iterdir()} >= {"model.pt2", "model.safetensors", "genome.yaml",
-                                               "README.md", "example.safetensors"}
+    assert {p.name for p in out.iterdir()} >= {
+        "model.pt2",
+        "model.safetensors",
+        "genome.yaml",
+        "README.md",
+        "example.safetensors",
+    }
     # A clean interpreter (-I -S: no site hooks, so the editable install's .pth is not read)
     # that sees the installed third-party packages only: none of ours can be imported.
     site_packages = next(p for p in sys.path if p.endswith("site-packages"))
@@ -90,15 +104,21 @@ def test_export_loads_with_torch_alone(finished_run, tmp_path):
             raise SystemExit(f"package {{name}} is importable")
         import torch
         from safetensors.torch import load_file
-        program = torch.export.load({str(out / 'model.pt2')!r}).module()
-        example = load_file({str(out / 'example.safetensors')!r})
+        program = torch.export.load({str(out / "model.pt2")!r}).module()
+        example = load_file({str(out / "example.safetensors")!r})
         got = program(example["input"])
         assert torch.allclose(got, example["output"], atol=1e-5), (got - example["output"]).abs().max()
         print("ok", tuple(got.shape))
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout
     assert proc.stdout.startswith("ok")
 
@@ -111,10 +131,18 @@ def _rows(store: Path, sql: str) -> list[tuple]:
 def test_sigkill_after_a_committed_generation_then_resume(finished_run, tmp_path):
     reference_store, reference = finished_run
     store = tmp_path / "killed.db"
-    cmd = [sys.executable, "-m", "evolution.cli", "run", *RUN_ARGS, "--json", "--quiet",
-           "--store", f"sqlite:///{store}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "evolution.cli",
+        "run",
+        *RUN_ARGS,
+        "--json",
+        "--quiet",
+        "--store",
+        f"sqlite:///{store}",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 300
     try:
         while time.time() < deadline:
@@ -140,13 +168,18 @@ def test_sigkill_after_a_committed_generation_then_resume(finished_run, tmp_path
     result = json.loads(evolve("run", "--resume", run_id, "--json", "--quiet", store=store).stdout)
     assert result["run_id"] == run_id
     after = _rows(store, "SELECT id, genome_id, generation, slot FROM individuals ORDER BY id")
-    assert after[: len(before)] == before                       # nothing lost
+    assert after[: len(before)] == before  # nothing lost
     assert _rows(store, "SELECT max(generation) FROM individuals")[0][0] == 2
-    doubled = _rows(store, "SELECT genome_id, task, fidelity, seed, count(*) FROM evaluations "
-                           "GROUP BY genome_id, task, fidelity, seed HAVING count(*) > 1")
-    assert doubled == []                                        # nothing doubled
+    doubled = _rows(
+        store,
+        "SELECT genome_id, task, fidelity, seed, count(*) FROM evaluations "
+        "GROUP BY genome_id, task, fidelity, seed HAVING count(*) > 1",
+    )
+    assert doubled == []  # nothing doubled
     # Same seed, same config: the interrupted run ends where the uninterrupted one did.
-    population = "SELECT i.genome_id FROM members m JOIN individuals i ON i.id = m.individual_id " \
-                 "WHERE m.generation = 2 ORDER BY m.rank"
+    population = (
+        "SELECT i.genome_id FROM members m JOIN individuals i ON i.id = m.individual_id "
+        "WHERE m.generation = 2 ORDER BY m.rank"
+    )
     assert _rows(store, population) == _rows(reference_store, population)
     assert result["best"]["genome_id"] == reference["best"]["genome_id"]

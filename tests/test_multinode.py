@@ -36,8 +36,12 @@ def store_url(tmp_path):
 
 @pytest.fixture
 def cluster():
-    common = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "object_store_memory": 128 * 1024**2,
-              "include_dashboard": False}
+    common = {
+        "num_cpus": 1,
+        "node_ip_address": "127.0.0.1",
+        "object_store_memory": 128 * 1024**2,
+        "include_dashboard": False,
+    }
     started = cluster_utils.Cluster(initialize_head=True, head_node_args=common)
     try:
         started.add_node(**common)
@@ -50,9 +54,26 @@ def cluster():
 @pytest.mark.slow
 def test_search_runs_on_both_nodes(cluster, store_url):
     assert cluster.address.startswith("127.0.0.1:")
-    cmd = [sys.executable, "-m", "evolution.cli", "run", "--population", "4", "--generations",
-           "0", "--steps", "3", "--seed", "5", "--quiet", "--json", "--ray-address",
-           cluster.address, "--store", store_url]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evolution.cli",
+        "run",
+        "--population",
+        "4",
+        "--generations",
+        "0",
+        "--steps",
+        "3",
+        "--seed",
+        "5",
+        "--quiet",
+        "--json",
+        "--ray-address",
+        cluster.address,
+        "--store",
+        store_url,
+    ]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the flag alone decides
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -60,8 +81,12 @@ def test_search_runs_on_both_nodes(cluster, store_url):
     engine = create_engine(store_url)
     try:
         with engine.connect() as connection:
-            metrics = [json.loads(m) for (m,) in connection.execute(
-                text("SELECT metrics FROM evaluations WHERE run_id = :r"), {"r": run_id})]
+            metrics = [
+                json.loads(m)
+                for (m,) in connection.execute(
+                    text("SELECT metrics FROM evaluations WHERE run_id = :r"), {"r": run_id}
+                )
+            ]
     finally:
         engine.dispose()
     assert len(metrics) == 4

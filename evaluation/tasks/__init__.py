@@ -16,8 +16,16 @@ from .recall import FuzzyRecall, InContextRecall, NoisyRecall
 
 TASKS: dict[str, type[Task]] = {
     cls.name: cls
-    for cls in (MQAR, InContextRecall, NoisyRecall, FuzzyRecall, SelectiveCopying, Memorization,
-                Compression, ByteLM)
+    for cls in (
+        MQAR,
+        InContextRecall,
+        NoisyRecall,
+        FuzzyRecall,
+        SelectiveCopying,
+        Memorization,
+        Compression,
+        ByteLM,
+    )
 }
 # Named variants: settings that deserve a name of their own on the command line.
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {

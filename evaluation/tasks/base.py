@@ -42,9 +42,7 @@ class Task(ABC):
     chance_accuracy: float
 
     @abstractmethod
-    def batch(
-        self, generator: torch.Generator, batch_size: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, generator: torch.Generator, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Draw ``(inputs (B, T) int64, targets (B, T) int64)``; ignored targets are -100.
 
         All randomness comes from ``generator`` (a CPU generator), so equal generator

@@ -38,15 +38,17 @@ def default_corpus() -> bytes:
 class ByteLM(Task):
     name = "bytelm"
 
-    path: str = ""      # "" = the Python documentation shipped with CPython
+    path: str = ""  # "" = the Python documentation shipped with CPython
     seq_len: int = 64
 
     def __post_init__(self) -> None:
         if self.seq_len < 2:
             raise ValueError(f"bytelm: seq_len must be >= 2, got {self.seq_len}")
         if len(self.corpus) < 20 * self.seq_len:
-            raise ValueError(f"bytelm: corpus of {len(self.corpus)} bytes is too short for "
-                             f"windows of {self.seq_len} (need {20 * self.seq_len})")
+            raise ValueError(
+                f"bytelm: corpus of {len(self.corpus)} bytes is too short for "
+                f"windows of {self.seq_len} (need {20 * self.seq_len})"
+            )
 
     @property
     def vocab_size(self) -> int:  # type: ignore[override]
@@ -75,22 +77,24 @@ class ByteLM(Task):
     def chance_accuracy(self) -> float:  # type: ignore[override]
         return float(torch.bincount(self.corpus, minlength=256).max()) / len(self.corpus)
 
-    def _windows(self, generator: torch.Generator, batch_size: int, lo: int, hi: int
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _windows(
+        self, generator: torch.Generator, batch_size: int, lo: int, hi: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Windows whose bytes lie in corpus[lo:hi]: inputs BOS + bytes[:-1], targets bytes."""
         starts = torch.randint(lo, hi - self.seq_len + 1, (batch_size,), generator=generator)
         rows = self.corpus[starts[:, None] + torch.arange(self.seq_len)]
         inputs = torch.cat([torch.full((batch_size, 1), BOS), rows[:, :-1]], dim=1)
         return inputs, rows
 
-    def batch(self, generator: torch.Generator, batch_size: int
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, generator: torch.Generator, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Training windows, from the first 90 % of the corpus."""
         return self._windows(generator, batch_size, 0, self._split)
 
-    def eval_batches(self, num_batches: int, batch_size: int, seed: int = 0
-                     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def eval_batches(
+        self, num_batches: int, batch_size: int, seed: int = 0
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Held-out windows, from the last 10 % of the corpus."""
         generator = self.eval_generator(seed)
-        return [self._windows(generator, batch_size, self._split, len(self.corpus))
-                for _ in range(num_batches)]
+        return [
+            self._windows(generator, batch_size, self._split, len(self.corpus)) for _ in range(num_batches)
+        ]

@@ -50,13 +50,12 @@ class Compression(Task):
     def chance_accuracy(self) -> float:  # type: ignore[override]
         return 1.0 / self.num_values
 
-    def batch(self, generator: torch.Generator, batch_size: int
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, generator: torch.Generator, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         B, n, q = batch_size, self.length, self.num_queries
         values = torch.randint(self.num_values, (B, n), generator=generator) + 1 + n
-        positions = torch.rand(B, n, generator=generator).argsort(dim=1)[:, :q]   # (B, q)
+        positions = torch.rand(B, n, generator=generator).argsort(dim=1)[:, :q]  # (B, q)
         inputs = torch.cat([values, torch.full((B, 1), COMPRESS), positions + 1], dim=1)
         targets = torch.full_like(inputs, IGNORE_INDEX)
         # The answer to the query at input position t is predicted at position t.
-        targets[:, n + 1:] = values.gather(1, positions)
+        targets[:, n + 1 :] = values.gather(1, positions)
         return inputs, targets

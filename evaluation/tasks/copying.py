@@ -31,9 +31,7 @@ class SelectiveCopying(Task):
 
     def __post_init__(self) -> None:
         if not 1 <= self.num_tokens <= self.context_len:
-            raise ValueError(
-                f"selective_copying: num_tokens must lie in 1..context_len={self.context_len}"
-            )
+            raise ValueError(f"selective_copying: num_tokens must lie in 1..context_len={self.context_len}")
         if self.num_values < 1:
             raise ValueError("selective_copying: num_values must be >= 1")
 
@@ -49,9 +47,7 @@ class SelectiveCopying(Task):
     def chance_accuracy(self) -> float:  # type: ignore[override]
         return 1.0 / self.num_values
 
-    def batch(
-        self, generator: torch.Generator, batch_size: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, generator: torch.Generator, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         B, N, L = batch_size, self.num_tokens, self.context_len
         data = torch.randint(self.num_values, (B, N), generator=generator) + 2
         places = torch.rand(B, L, generator=generator).argsort(dim=1)[:, :N].sort(dim=1).values

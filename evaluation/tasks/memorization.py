@@ -50,9 +50,7 @@ class Memorization(Task):
         values = torch.randint(self.num_values, (self.num_keys,), generator=generator)
         return values + 1 + self.num_keys
 
-    def batch(
-        self, generator: torch.Generator, batch_size: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, generator: torch.Generator, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         keys = torch.randint(self.num_keys, (batch_size, self.num_pairs), generator=generator)
         seq = torch.stack([keys + 1, self.table[keys]], dim=2).flatten(1)
         inputs = seq[:, :-1].contiguous()

@@ -69,9 +69,7 @@ class MQAR(Task):
     def chance_accuracy(self) -> float:  # type: ignore[override]
         return 1.0 / self.num_values
 
-    def batch(
-        self, generator: torch.Generator, batch_size: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, generator: torch.Generator, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         B, N, Q = batch_size, self.num_pairs, self.num_queries
         total = self.seq_len + 1  # inputs and targets are the two shifted views
         num_slots = (total - 2 * N) // 2
@@ -96,8 +94,6 @@ class MQAR(Task):
         return inputs, targets
 
 
-def _first_of_permutation(
-    generator: torch.Generator, rows: int, n: int, k: int
-) -> torch.Tensor:
+def _first_of_permutation(generator: torch.Generator, rows: int, n: int, k: int) -> torch.Tensor:
     """(rows, k) int64: per row, k distinct integers from range(n) in random order."""
     return torch.rand(rows, n, generator=generator).argsort(dim=1)[:, :k]

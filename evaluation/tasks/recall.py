@@ -76,9 +76,7 @@ class InContextRecall(Task):
     def noise_offset(self) -> int:
         return 1 + self.num_key_tokens + self.num_values
 
-    def batch(
-        self, generator: torch.Generator, batch_size: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, generator: torch.Generator, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         B, P, K = batch_size, self.num_pairs, self.num_keys
         span = self.key_len + self.value_len
         total = self.seq_len + 1
@@ -89,8 +87,7 @@ class InContextRecall(Task):
         digits = self.num_key_tokens ** torch.arange(self.key_len - 1, -1, -1)
         key_spans = (key_codes[..., None] // digits) % self.num_key_tokens + 1  # (B, K, kl)
         value_spans = (
-            torch.randint(self.num_values, (B, K, self.value_len), generator=generator)
-            + self.value_offset
+            torch.randint(self.num_values, (B, K, self.value_len), generator=generator) + self.value_offset
         )
 
         which = torch.randint(K, (B, P), generator=generator)  # the key of each pair
@@ -107,10 +104,7 @@ class InContextRecall(Task):
         if self.num_noise:
             gaps = torch.randint(P + 1, (B, self.num_noise), generator=generator)
             shift = F.one_hot(gaps, P + 1).sum(1).cumsum(1)[:, :P]
-            seq = (
-                torch.randint(self.num_noise_tokens, (B, total), generator=generator)
-                + self.noise_offset
-            )
+            seq = torch.randint(self.num_noise_tokens, (B, total), generator=generator) + self.noise_offset
         else:
             shift = torch.zeros(B, P, dtype=torch.int64)
             seq = torch.zeros(B, total, dtype=torch.int64)
@@ -127,9 +121,7 @@ class InContextRecall(Task):
         inputs = seq[:, :-1].contiguous()
         targets = torch.full_like(inputs, IGNORE_INDEX)
         mask = repeated[..., None].expand_as(predictors)
-        targets[torch.arange(B)[:, None, None].expand_as(predictors)[mask], predictors[mask]] = (
-            answers[mask]
-        )
+        targets[torch.arange(B)[:, None, None].expand_as(predictors)[mask], predictors[mask]] = answers[mask]
         return inputs, targets
 
 

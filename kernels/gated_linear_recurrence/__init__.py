@@ -21,13 +21,9 @@ def _check(q, k, v, log_decay, initial_state, chunk_size) -> None:
     if v.dim() != 4 or v.shape[:3] != (batch, heads, length):
         raise ValueError(f"v must be (B, H, T, dv) matching q, got {tuple(v.shape)}")
     if log_decay.shape not in ((batch, heads, length), (batch, heads, length, dk)):
-        raise ValueError(
-            f"log_decay must be (B, H, T) or (B, H, T, dk), got {tuple(log_decay.shape)}"
-        )
+        raise ValueError(f"log_decay must be (B, H, T) or (B, H, T, dk), got {tuple(log_decay.shape)}")
     if initial_state is not None and initial_state.shape != (batch, heads, dk, v.shape[-1]):
-        raise ValueError(
-            f"initial_state must be (B, H, dk, dv), got {tuple(initial_state.shape)}"
-        )
+        raise ValueError(f"initial_state must be (B, H, dk, dv), got {tuple(initial_state.shape)}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
 

@@ -35,11 +35,7 @@ def gated_linear_recurrence(
     per_channel = log_decay.dim() == 4
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     g = log_decay.to(dtype) if per_channel else log_decay.to(dtype)[..., None]  # (B,H,T,dk|1)
-    S = (
-        initial_state.to(dtype)
-        if initial_state is not None
-        else q.new_zeros(batch, heads, dk, v.shape[-1])
-    )
+    S = initial_state.to(dtype) if initial_state is not None else q.new_zeros(batch, heads, dk, v.shape[-1])
     outs = []
     for start in range(0, length, chunk_size):
         window = slice(start, min(start + chunk_size, length))

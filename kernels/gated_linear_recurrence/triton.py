@@ -31,10 +31,21 @@ def _step_decay(g_ptr, g_offs, t, offs_k, mask_k, dk, PER_CHANNEL: tl.constexpr)
 
 @triton.jit
 def _glr_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, h0_ptr, o_ptr, hT_ptr,
-    T, dk, dv, g_stride,
-    HAS_H0: tl.constexpr, PER_CHANNEL: tl.constexpr,
-    BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    h0_ptr,
+    o_ptr,
+    hT_ptr,
+    T,
+    dk,
+    dv,
+    g_stride,
+    HAS_H0: tl.constexpr,
+    PER_CHANNEL: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_V: tl.constexpr,
 ):
     bh = tl.program_id(0).to(tl.int64)
     offs_k = tl.arange(0, BLOCK_K)
@@ -59,10 +70,21 @@ def _glr_fwd_kernel(
 
 @triton.jit
 def _glr_bwd_dq_kernel(
-    k_ptr, v_ptr, g_ptr, h0_ptr, do_ptr, dq_ptr,
-    T, dk, dv, g_stride, BH,
-    HAS_H0: tl.constexpr, PER_CHANNEL: tl.constexpr,
-    BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    h0_ptr,
+    do_ptr,
+    dq_ptr,
+    T,
+    dk,
+    dv,
+    g_stride,
+    BH,
+    HAS_H0: tl.constexpr,
+    PER_CHANNEL: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_V: tl.constexpr,
 ):
     bh = tl.program_id(0).to(tl.int64)
     iv = tl.program_id(1)
@@ -71,8 +93,7 @@ def _glr_bwd_dq_kernel(
     mask_k, mask_v = offs_k < dk, offs_v < dv
     mask = mask_k[:, None] & mask_v[None, :]
     if HAS_H0:
-        S = tl.load(h0_ptr + bh * dk * dv + (offs_k * dv)[:, None] + offs_v[None, :],
-                    mask=mask, other=0.0)
+        S = tl.load(h0_ptr + bh * dk * dv + (offs_k * dv)[:, None] + offs_v[None, :], mask=mask, other=0.0)
     else:
         S = tl.zeros([BLOCK_K, BLOCK_V], dtype=k_ptr.dtype.element_ty)
     g_offs = bh * g_stride
@@ -88,10 +109,24 @@ def _glr_bwd_dq_kernel(
 
 @triton.jit
 def _glr_bwd_dkv_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, do_ptr, dhT_ptr, dk_ptr, dv_ptr, dh0_ptr,
-    T, dk, dv, g_stride, BH,
-    HAS_DHT: tl.constexpr, PER_CHANNEL: tl.constexpr,
-    BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    do_ptr,
+    dhT_ptr,
+    dk_ptr,
+    dv_ptr,
+    dh0_ptr,
+    T,
+    dk,
+    dv,
+    g_stride,
+    BH,
+    HAS_DHT: tl.constexpr,
+    PER_CHANNEL: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_V: tl.constexpr,
 ):
     bh = tl.program_id(0).to(tl.int64)
     iv = tl.program_id(1)
@@ -114,8 +149,7 @@ def _glr_bwd_dkv_kernel(
         do = tl.load(do_ptr + (bh * T + t) * dv + offs_v, mask=mask_v, other=0.0)
         dS += q[:, None] * do[None, :]
         tl.store(dk_part + t * dk + offs_k, tl.sum(dS * v[None, :], axis=1), mask=mask_k)
-        tl.store(dv_ptr + (bh * T + t) * dv + offs_v, tl.sum(dS * k[:, None], axis=0),
-                 mask=mask_v)
+        tl.store(dv_ptr + (bh * T + t) * dv + offs_v, tl.sum(dS * k[:, None], axis=0), mask=mask_v)
         decay = _step_decay(g_ptr, g_offs, t, offs_k, mask_k, dk, PER_CHANNEL)
         dS = decay[:, None] * dS
     tl.store(dh0_ptr + state, dS, mask=mask)
@@ -137,8 +171,21 @@ class _GatedLinearRecurrence(torch.autograd.Function):
         o = torch.empty_like(v)
         hT = torch.empty(batch, heads, dk, dv, dtype=q.dtype, device=q.device)
         _glr_fwd_kernel[grid](
-            q, k, v, g, h0 if h0 is not None else q, o, hT, length, dk, dv, g.stride(1),
-            HAS_H0=h0 is not None, PER_CHANNEL=g.dim() == 4, BLOCK_K=block_k, BLOCK_V=block_v,
+            q,
+            k,
+            v,
+            g,
+            h0 if h0 is not None else q,
+            o,
+            hT,
+            length,
+            dk,
+            dv,
+            g.stride(1),
+            HAS_H0=h0 is not None,
+            PER_CHANNEL=g.dim() == 4,
+            BLOCK_K=block_k,
+            BLOCK_V=block_v,
         )
         ctx.save_for_backward(q, k, v, g, h0, hT)
         ctx.config = (grid, block_k, block_v)
@@ -159,12 +206,37 @@ class _GatedLinearRecurrence(torch.autograd.Function):
         dh0 = torch.empty_like(hT)
         flags = dict(PER_CHANNEL=per_channel, BLOCK_K=block_k, BLOCK_V=block_v)
         _glr_bwd_dq_kernel[grid](
-            k, v, g, h0 if h0 is not None else q, do, dq, length, dk, dv, g.stride(1), batch * heads,
-            HAS_H0=h0 is not None, **flags,
+            k,
+            v,
+            g,
+            h0 if h0 is not None else q,
+            do,
+            dq,
+            length,
+            dk,
+            dv,
+            g.stride(1),
+            batch * heads,
+            HAS_H0=h0 is not None,
+            **flags,
         )
         _glr_bwd_dkv_kernel[grid](
-            q, k, v, g, do, dhT.contiguous() if dhT is not None else q, dk_, dv_, dh0,
-            length, dk, dv, g.stride(1), batch * heads, HAS_DHT=dhT is not None, **flags,
+            q,
+            k,
+            v,
+            g,
+            do,
+            dhT.contiguous() if dhT is not None else q,
+            dk_,
+            dv_,
+            dh0,
+            length,
+            dk,
+            dv,
+            g.stride(1),
+            batch * heads,
+            HAS_DHT=dhT is not None,
+            **flags,
         )
         dq, dk_ = dq.sum(0), dk_.sum(0)
         dG = q * dq - k * dk_
@@ -189,7 +261,5 @@ def gated_linear_recurrence(
     def cast(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.to(dtype).contiguous()
 
-    o, hT = _GatedLinearRecurrence.apply(
-        cast(q), cast(k), cast(v), cast(log_decay), cast(initial_state)
-    )
+    o, hT = _GatedLinearRecurrence.apply(cast(q), cast(k), cast(v), cast(log_decay), cast(initial_state))
     return o.to(q.dtype), hT

@@ -54,8 +54,7 @@ def selective_scan(
         dtype (float32, or float64 when an input is float64).
     """
     check_inputs(u, delta, A, B, C, D, z, delta_bias, initial_state)
-    args = (u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state,
-            initial_state)
+    args = (u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state, initial_state)
     path = resolve_backend(backend, u.device, cpu_path=True)
     if path == "cpu":
         from . import cpu

@@ -61,13 +61,29 @@ class _ScanCore(torch.autograd.Function):
         batch, dim, _ = u.shape
         splits = min(dim, max(1, math.ceil(torch.get_num_threads() / batch)))
         du, ddt, dA, dB, dC, dh0 = _extension().backward(
-            u, dt, A, Bk, Ck, D, ckpt, dy,
-            None if dlast is None else dlast.contiguous(), CHUNK, splits,
+            u,
+            dt,
+            A,
+            Bk,
+            Ck,
+            D,
+            ckpt,
+            dy,
+            None if dlast is None else dlast.contiguous(),
+            CHUNK,
+            splits,
         )
         B_like, C_like = ctx.shapes
         dD = None if D is None else (dy * u).sum((0, 2))
-        return (du, ddt, dA.sum(0), _operand_grad(dB, B_like), _operand_grad(dC, C_like),
-                dD, dh0 if ctx.has_h0 else None)
+        return (
+            du,
+            ddt,
+            dA.sum(0),
+            _operand_grad(dB, B_like),
+            _operand_grad(dC, C_like),
+            dD,
+            dh0 if ctx.has_h0 else None,
+        )
 
 
 def selective_scan(

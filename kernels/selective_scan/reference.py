@@ -49,11 +49,7 @@ def selective_scan(
     input_BdLN = delta_u * (B.to(dtype)[:, None, :] if B.dim() == 2 else per_channel(B.to(dtype), dim))
     C_read = C.to(dtype) if C.dim() == 2 else per_channel(C.to(dtype), dim)  # (dim, N) | (b, d, L, N)
 
-    h = (
-        initial_state.to(dtype)
-        if initial_state is not None
-        else u.new_zeros(batch, dim, A.shape[1])
-    )
+    h = initial_state.to(dtype) if initial_state is not None else u.new_zeros(batch, dim, A.shape[1])
     # unbind (not indexing) so that autograd sees one stack per tensor instead of a
     # full-size scatter per step
     decays, inputs = decay.unbind(2), input_BdLN.unbind(2)

@@ -31,10 +31,29 @@ def _operand_ptrs(M_ptr, b, offs_d, offs_n, dim, L, N, groups, VARIABLE: tl.cons
 
 @triton.jit
 def _scan_fwd_kernel(
-    u_ptr, dt_ptr, A_ptr, B_ptr, C_ptr, D_ptr, h0_ptr, y_ptr, last_ptr, ckpt_ptr,
-    dim, L, N, groups_B, groups_C, n_chunks,
-    HAS_D: tl.constexpr, HAS_H0: tl.constexpr, VAR_B: tl.constexpr, VAR_C: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr,
+    u_ptr,
+    dt_ptr,
+    A_ptr,
+    B_ptr,
+    C_ptr,
+    D_ptr,
+    h0_ptr,
+    y_ptr,
+    last_ptr,
+    ckpt_ptr,
+    dim,
+    L,
+    N,
+    groups_B,
+    groups_C,
+    n_chunks,
+    HAS_D: tl.constexpr,
+    HAS_H0: tl.constexpr,
+    VAR_B: tl.constexpr,
+    VAR_C: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNK: tl.constexpr,
 ):
     b = tl.program_id(0)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -73,11 +92,35 @@ def _scan_fwd_kernel(
 
 @triton.jit
 def _scan_bwd_kernel(
-    u_ptr, dt_ptr, A_ptr, B_ptr, C_ptr, D_ptr, ckpt_ptr, dy_ptr, dlast_ptr, scratch_ptr,
-    du_ptr, ddt_ptr, dA_ptr, dB_ptr, dC_ptr, dh0_ptr,
-    dim, L, N, groups_B, groups_C, n_chunks,
-    HAS_D: tl.constexpr, HAS_DLAST: tl.constexpr, VAR_B: tl.constexpr, VAR_C: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr,
+    u_ptr,
+    dt_ptr,
+    A_ptr,
+    B_ptr,
+    C_ptr,
+    D_ptr,
+    ckpt_ptr,
+    dy_ptr,
+    dlast_ptr,
+    scratch_ptr,
+    du_ptr,
+    ddt_ptr,
+    dA_ptr,
+    dB_ptr,
+    dC_ptr,
+    dh0_ptr,
+    dim,
+    L,
+    N,
+    groups_B,
+    groups_C,
+    n_chunks,
+    HAS_D: tl.constexpr,
+    HAS_DLAST: tl.constexpr,
+    VAR_B: tl.constexpr,
+    VAR_C: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNK: tl.constexpr,
 ):
     b = tl.program_id(0)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -108,8 +151,7 @@ def _scan_bwd_kernel(
     for cc in range(n_chunks):
         c = n_chunks - 1 - cc
         # scratch[0] = state entering the chunk, scratch[i + 1] = state after its step i
-        h = tl.load(ckpt_ptr + ((row * n_chunks + c) * N)[:, None] + offs_n[None, :],
-                    mask=mask, other=0.0)
+        h = tl.load(ckpt_ptr + ((row * n_chunks + c) * N)[:, None] + offs_n[None, :], mask=mask, other=0.0)
         tl.debug_barrier()
         tl.store(scratch, h, mask=mask)
         for tt in range(CHUNK):
@@ -146,13 +188,15 @@ def _scan_bwd_kernel(
             dB_t = dh_total * (dt_t * u_t)[:, None]
             dC_t = dy_t[:, None] * cur
             if VAR_B:
-                tl.atomic_add(dB_row + t * N + offs_n, tl.sum(dB_t, axis=0),
-                              mask=mask_n & (offs_n * 0 + t < L))
+                tl.atomic_add(
+                    dB_row + t * N + offs_n, tl.sum(dB_t, axis=0), mask=mask_n & (offs_n * 0 + t < L)
+                )
             else:
                 dB_const += dB_t
             if VAR_C:
-                tl.atomic_add(dC_row + t * N + offs_n, tl.sum(dC_t, axis=0),
-                              mask=mask_n & (offs_n * 0 + t < L))
+                tl.atomic_add(
+                    dC_row + t * N + offs_n, tl.sum(dC_t, axis=0), mask=mask_n & (offs_n * 0 + t < L)
+                )
             else:
                 dC_const += dC_t
             dh = tl.where(live2, dh_total * decay, dh)
@@ -199,10 +243,29 @@ class _ScanCore(torch.autograd.Function):
         ckpt = torch.empty(batch, dim, n_chunks, state, dtype=u.dtype, device=u.device)
         grid = (batch, triton.cdiv(dim, block_d))
         _scan_fwd_kernel[grid](
-            u, dt, A, Bk, Ck, D if D is not None else u, h0 if h0 is not None else u,
-            y, last, ckpt, dim, length, state, _groups(Bk), _groups(Ck), n_chunks,
-            HAS_D=D is not None, HAS_H0=h0 is not None, VAR_B=B.dim() > 2, VAR_C=C.dim() > 2,
-            BLOCK_D=block_d, BLOCK_N=triton.next_power_of_2(state), CHUNK=chunk,
+            u,
+            dt,
+            A,
+            Bk,
+            Ck,
+            D if D is not None else u,
+            h0 if h0 is not None else u,
+            y,
+            last,
+            ckpt,
+            dim,
+            length,
+            state,
+            _groups(Bk),
+            _groups(Ck),
+            n_chunks,
+            HAS_D=D is not None,
+            HAS_H0=h0 is not None,
+            VAR_B=B.dim() > 2,
+            VAR_C=C.dim() > 2,
+            BLOCK_D=block_d,
+            BLOCK_N=triton.next_power_of_2(state),
+            CHUNK=chunk,
         )
         ctx.save_for_backward(u, dt, A, Bk, Ck, D, ckpt)
         ctx.operands = (B.shape, C.shape)
@@ -224,17 +287,46 @@ class _ScanCore(torch.autograd.Function):
         dh0 = torch.empty(batch, dim, state, dtype=u.dtype, device=u.device)
         scratch = torch.empty(batch * dim * (chunk + 1) * state, dtype=u.dtype, device=u.device)
         _scan_bwd_kernel[grid](
-            u, dt, A, Bk, Ck, D if D is not None else u, ckpt, dy,
-            dlast.contiguous() if dlast is not None else u, scratch,
-            du, ddt, dA, dBk, dCk, dh0,
-            dim, length, state, _groups(Bk), _groups(Ck), n_chunks,
-            HAS_D=D is not None, HAS_DLAST=dlast is not None,
-            VAR_B=Bk.dim() > 2, VAR_C=Ck.dim() > 2,
-            BLOCK_D=block_d, BLOCK_N=triton.next_power_of_2(state), CHUNK=chunk,
+            u,
+            dt,
+            A,
+            Bk,
+            Ck,
+            D if D is not None else u,
+            ckpt,
+            dy,
+            dlast.contiguous() if dlast is not None else u,
+            scratch,
+            du,
+            ddt,
+            dA,
+            dBk,
+            dCk,
+            dh0,
+            dim,
+            length,
+            state,
+            _groups(Bk),
+            _groups(Ck),
+            n_chunks,
+            HAS_D=D is not None,
+            HAS_DLAST=dlast is not None,
+            VAR_B=Bk.dim() > 2,
+            VAR_C=Ck.dim() > 2,
+            BLOCK_D=block_d,
+            BLOCK_N=triton.next_power_of_2(state),
+            CHUNK=chunk,
         )
         dD = None if D is None else (dy * u).sum((0, 2))
-        return (du, ddt, dA, _operand_grad(dBk, B_shape), _operand_grad(dCk, C_shape), dD,
-                dh0 if ctx.has_h0 else None)
+        return (
+            du,
+            ddt,
+            dA,
+            _operand_grad(dBk, B_shape),
+            _operand_grad(dCk, C_shape),
+            dD,
+            dh0 if ctx.has_h0 else None,
+        )
 
 
 def _operand_grad(grad_k: torch.Tensor, shape: torch.Size) -> torch.Tensor:

@@ -44,9 +44,7 @@ def wkv_with_state(
 
     Returns y: (B, T, C) in k's dtype and the state after the last token (compute dtype).
     """
-    dtype = torch.float64 if torch.float64 in (w.dtype, u.dtype, k.dtype, v.dtype) else (
-        torch.float32
-    )
+    dtype = torch.float64 if torch.float64 in (w.dtype, u.dtype, k.dtype, v.dtype) else (torch.float32)
     batch, _, channels = k.shape
     w, u = w.to(dtype), u.to(dtype)
     if state is None:

@@ -27,9 +27,20 @@ _EMPTY_MAX = tl.constexpr(EMPTY_MAX)
 
 @triton.jit
 def _wkv_fwd_kernel(
-    w_ptr, u_ptr, k_ptr, v_ptr, num_ptr, den_ptr, max_ptr, y_ptr,
-    num_out_ptr, den_out_ptr, max_out_ptr,
-    T, C, BLOCK_C: tl.constexpr,
+    w_ptr,
+    u_ptr,
+    k_ptr,
+    v_ptr,
+    num_ptr,
+    den_ptr,
+    max_ptr,
+    y_ptr,
+    num_out_ptr,
+    den_out_ptr,
+    max_out_ptr,
+    T,
+    C,
+    BLOCK_C: tl.constexpr,
 ):
     b = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -61,10 +72,29 @@ def _wkv_fwd_kernel(
 
 @triton.jit
 def _wkv_bwd_kernel(
-    w_ptr, u_ptr, k_ptr, v_ptr, num_ptr, den_ptr, max_ptr, gy_ptr,
-    gnum_last_ptr, gden_last_ptr, max_last_ptr, scratch_ptr,
-    gw_ptr, gu_ptr, gk_ptr, gv_ptr, gnum_ptr, gden_ptr, gmax_ptr,
-    T, C, HAS_GSTATE: tl.constexpr, BLOCK_C: tl.constexpr,
+    w_ptr,
+    u_ptr,
+    k_ptr,
+    v_ptr,
+    num_ptr,
+    den_ptr,
+    max_ptr,
+    gy_ptr,
+    gnum_last_ptr,
+    gden_last_ptr,
+    max_last_ptr,
+    scratch_ptr,
+    gw_ptr,
+    gu_ptr,
+    gk_ptr,
+    gv_ptr,
+    gnum_ptr,
+    gden_ptr,
+    gmax_ptr,
+    T,
+    C,
+    HAS_GSTATE: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     b = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -158,8 +188,9 @@ class _WKV(torch.autograd.Function):
         y = torch.empty_like(k)
         out = [torch.empty_like(num) for _ in range(3)]
         grid = (batch, triton.cdiv(channels, _block_c(channels)))
-        _wkv_fwd_kernel[grid](w, u, k, v, num, den, top, y, *out, length, channels,
-                              BLOCK_C=_block_c(channels))
+        _wkv_fwd_kernel[grid](
+            w, u, k, v, num, den, top, y, *out, length, channels, BLOCK_C=_block_c(channels)
+        )
         ctx.save_for_backward(w, u, k, v, num, den, top, out[2])
         return (y, *out)
 
@@ -176,9 +207,29 @@ class _WKV(torch.autograd.Function):
         gk, gv = torch.empty_like(k), torch.empty_like(v)
         grid = (batch, triton.cdiv(channels, _block_c(channels)))
         _wkv_bwd_kernel[grid](
-            w, u, k, v, num, den, top, gy, gnum_last, gden_last, max_last, scratch,
-            gw, gu, gk, gv, gnum, gden, gmax, length, channels,
-            HAS_GSTATE=has_gstate, BLOCK_C=_block_c(channels),
+            w,
+            u,
+            k,
+            v,
+            num,
+            den,
+            top,
+            gy,
+            gnum_last,
+            gden_last,
+            max_last,
+            scratch,
+            gw,
+            gu,
+            gk,
+            gv,
+            gnum,
+            gden,
+            gmax,
+            length,
+            channels,
+            HAS_GSTATE=has_gstate,
+            BLOCK_C=_block_c(channels),
         )
         return gw.sum(0), gu.sum(0), gk, gv, gnum, gden, gmax
 
@@ -191,15 +242,16 @@ def wkv_with_state(
     state: WKVState | None = None,
 ) -> tuple[torch.Tensor, WKVState]:
     """Same contract as ``reference.wkv_with_state``."""
-    dtype = torch.float64 if torch.float64 in (w.dtype, u.dtype, k.dtype, v.dtype) else (
-        torch.float32
-    )
+    dtype = torch.float64 if torch.float64 in (w.dtype, u.dtype, k.dtype, v.dtype) else (torch.float32)
     batch, _, channels = k.shape
     kc, vc = k.to(dtype).contiguous(), v.to(dtype).contiguous()
     if state is None:
         state = empty_state(batch, channels, kc)
     y, num, den, top = _WKV.apply(
-        w.to(dtype).contiguous(), u.to(dtype).contiguous(), kc, vc,
+        w.to(dtype).contiguous(),
+        u.to(dtype).contiguous(),
+        kc,
+        vc,
         *(s.to(dtype).contiguous() for s in state),
     )
     return y.to(k.dtype), WKVState(num, den, top)

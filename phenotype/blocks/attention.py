@@ -38,22 +38,28 @@ class AttentionConfig(BlockConfig):
     heads: int = 4
     kv_heads: int = 4
     head_dim: int = 16
-    window: int = 0          # 0 = full causal context (a global layer of an interleave too)
+    window: int = 0  # 0 = full causal context (a global layer of an interleave too)
     qk_norm: bool = False
     rope: bool = True
     rope_theta: float = 10_000.0
     alibi: bool = False
 
     @classmethod
-    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any],
-                  layer_idx: int = 0) -> AttentionConfig:
+    def from_gene(
+        cls, params: dict[str, Any], structural: dict[str, Any], layer_idx: int = 0
+    ) -> AttentionConfig:
         params = dict(params)
         global_every = params.pop("global_every", 0)
         if global_every and (layer_idx + 1) % global_every == 0:
             params["window"] = 0
-        return cls(d_model=structural["d_model"], bias=structural["bias"],
-                   rope=structural["positions"] == "rope", rope_theta=structural["rope_theta"],
-                   alibi=structural["positions"] == "alibi", **params)
+        return cls(
+            d_model=structural["d_model"],
+            bias=structural["bias"],
+            rope=structural["positions"] == "rope",
+            rope_theta=structural["rope_theta"],
+            alibi=structural["positions"] == "alibi",
+            **params,
+        )
 
     def build(self) -> Attention:
         return Attention(self)
@@ -82,6 +88,7 @@ class AttentionConfig(BlockConfig):
 
 def alibi_slopes(heads: int) -> torch.Tensor:
     """ALiBi head slopes (Press et al., 2022), float64 (heads,)."""
+
     def geometric(n: int) -> list[float]:
         return [2.0 ** (-8.0 * (j + 1) / n) for j in range(n)]
 
@@ -94,8 +101,9 @@ def alibi_slopes(heads: int) -> torch.Tensor:
 
 def rope_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, ...]:
     """cos, sin of shape (T, head_dim/2) for integer positions (T,)."""
-    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64,
-                                       device=positions.device) / head_dim)
+    inv_freq = theta ** (
+        -torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device) / head_dim
+    )
     angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]
     return angles.cos().float(), angles.sin().float()
 
@@ -132,8 +140,7 @@ class Attention(nn.Module):
         if c.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if c.rope:
-            cos, sin = rope_tables(torch.arange(start, start + T, device=x.device),
-                                   c.head_dim, c.rope_theta)
+            cos, sin = rope_tables(torch.arange(start, start + T, device=x.device), c.head_dim, c.rope_theta)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         return q, k, v
 
@@ -144,8 +151,7 @@ class Attention(nn.Module):
         slopes = alibi_slopes(self.cfg.heads).to(delta.device)
         return -slopes[:, None, None] * delta.to(torch.float64)
 
-    def _mask(self, q_pos: torch.Tensor, k_pos: torch.Tensor,
-              dtype: torch.dtype) -> torch.Tensor | None:
+    def _mask(self, q_pos: torch.Tensor, k_pos: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
         """The attention mask for positions q_pos (Tq,) x k_pos (Tk,): None when plain
         causal attention over everything will do, else boolean or additive float."""
         delta = q_pos[:, None] - k_pos[None, :]
@@ -157,8 +163,9 @@ class Attention(nn.Module):
             return allowed
         return bias.masked_fill(~allowed, float("-inf")).to(dtype)
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
+    def _attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool
+    ) -> torch.Tensor:
         rep = self.cfg.heads // self.cfg.kv_heads
         if rep > 1:
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
@@ -194,7 +201,7 @@ class Attention(nn.Module):
         k = torch.cat([state["k"], k], dim=2)
         v = torch.cat([state["v"], v], dim=2)
         if self.cfg.window:
-            k, v = k[:, :, -self.cfg.window:], v[:, :, -self.cfg.window:]
+            k, v = k[:, :, -self.cfg.window :], v[:, :, -self.cfg.window :]
         mask = None
         if self.has_position_bias:
             k_pos = torch.arange(pos - k.shape[2] + 1, pos + 1, device=x_t.device)

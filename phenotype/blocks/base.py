@@ -39,8 +39,7 @@ class BlockConfig:
     bias: bool
 
     @classmethod
-    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any],
-                  layer_idx: int = 0) -> BlockConfig:
+    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any], layer_idx: int = 0) -> BlockConfig:
         """The config of one layer; `layer_idx` is the copy index within its coding region
         (what per-layer patterns such as local:global attention interleaving read)."""
         return cls(d_model=structural["d_model"], bias=structural["bias"], **params)

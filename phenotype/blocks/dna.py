@@ -70,29 +70,41 @@ def species_names(n: int) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class DNAConfig(BlockConfig):
-    width: int = 32           # P: channels of paths B and D
-    reactions: int = 8        # R: path A
-    d_state: int = 8          # N: path B species per channel
-    species: int = 4          # S: path C states per lane
-    lanes: int = 4            # L: path C
-    window: int = 4           # w: path D hybridisation window
+    width: int = 32  # P: channels of paths B and D
+    reactions: int = 8  # R: path A
+    d_state: int = 8  # N: path B species per channel
+    species: int = 4  # S: path C states per lane
+    lanes: int = 4  # L: path C
+    window: int = 4  # w: path D hybridisation window
 
     def build(self) -> DNABlock:
         return DNABlock(self)
 
     def _linears(self) -> list[tuple[int, int, bool]]:
-        d, p, r, n, s, lanes = (self.d_model, self.width, self.reactions, self.d_state,
-                                self.species, self.lanes)
+        d, p, r, n, s, lanes = (
+            self.d_model,
+            self.width,
+            self.reactions,
+            self.d_state,
+            self.species,
+            self.lanes,
+        )
         b = self.bias
-        return [(d, r, True), (r, d, b),                     # A: input strands, read-out
-                (d, 2 * p + 2 * n, b), (p, d, b),             # B
-                (d, lanes * s * s, True), (lanes * s, d, b),  # C
-                (d, 3 * p, b), (p, d, b),                     # D
-                (d, 4, True)]                                 # regulation gate
+        return [
+            (d, r, True),
+            (r, d, b),  # A: input strands, read-out
+            (d, 2 * p + 2 * n, b),
+            (p, d, b),  # B
+            (d, lanes * s * s, True),
+            (lanes * s, d, b),  # C
+            (d, 3 * p, b),
+            (p, d, b),  # D
+            (d, 4, True),
+        ]  # regulation gate
 
     def num_params(self) -> int:
         p, r, n = self.width, self.reactions, self.d_state
-        own = 3 * r + p + p * n + p + p * self.window   # k, γ, δ; b_Δ, A_log, D; κ
+        own = 3 * r + p + p * n + p + p * self.window  # k, γ, δ; b_Δ, A_log, D; κ
         return own + sum(linear_params(i, o, b) for i, o, b in self._linears())
 
     def flops_per_token(self, seq_len: int) -> int:
@@ -100,12 +112,15 @@ class DNAConfig(BlockConfig):
         return dense + self.extra_flops_per_token()
 
     def extra_flops_per_token(self) -> int:
-        return (10 * self.reactions + 7 * self.width * self.d_state
-                + 2 * self.lanes * self.species ** 2)
+        return 10 * self.reactions + 7 * self.width * self.d_state + 2 * self.lanes * self.species**2
 
     def state_fixed(self) -> int:
-        return (2 * self.reactions + self.width * self.d_state + self.lanes * self.species
-                + self.width * (self.window - 1))
+        return (
+            2 * self.reactions
+            + self.width * self.d_state
+            + self.lanes * self.species
+            + self.width * (self.window - 1)
+        )
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -129,8 +144,7 @@ class DNABlock(nn.Module):
     def __init__(self, cfg: DNAConfig):
         super().__init__()
         self.cfg = cfg
-        d, p, r, n, s, lanes = (cfg.d_model, cfg.width, cfg.reactions, cfg.d_state,
-                                cfg.species, cfg.lanes)
+        d, p, r, n, s, lanes = (cfg.d_model, cfg.width, cfg.reactions, cfg.d_state, cfg.species, cfg.lanes)
         # Path A: strand displacement.
         self.input_strands = nn.Linear(d, r)
         self.k_log = nn.Parameter(torch.zeros(r))
@@ -153,8 +167,7 @@ class DNABlock(nn.Module):
         self.out_D = nn.Linear(p, d, bias=cfg.bias)
         # Regulation gate.
         self.regulation = nn.Linear(d, 4)
-        no_weight_decay(self.k_log, self.gamma_log, self.delta_log, self.dt_bias, self.A_log,
-                        self.D)
+        no_weight_decay(self.k_log, self.gamma_log, self.delta_log, self.dt_bias, self.A_log, self.D)
 
     @property
     def species(self) -> tuple[str, ...]:
@@ -171,13 +184,14 @@ class DNABlock(nn.Module):
     def _path_A(self, x: torch.Tensor) -> torch.Tensor:
         import kernels
 
-        log_g, in_g, q = self._displacement(x)                     # (B, T, R)
+        log_g, in_g, q = self._displacement(x)  # (B, T, R)
 
         def diagonal_scan(log_decay, inputs):
             batch, length, reactions = inputs.shape
             ones = inputs.new_ones(batch, reactions, length, 1)
-            out, _ = kernels.gated_linear_recurrence(ones, ones, inputs.transpose(1, 2)[..., None],
-                                                     log_decay.transpose(1, 2))
+            out, _ = kernels.gated_linear_recurrence(
+                ones, ones, inputs.transpose(1, 2)[..., None], log_decay.transpose(1, 2)
+            )
             return out[..., 0].transpose(1, 2)
 
         depleted = diagonal_scan(log_g, in_g)
@@ -194,8 +208,9 @@ class DNABlock(nn.Module):
         from kernels import selective_scan
 
         u, delta, Bm, Cm = (z.transpose(1, 2) for z in self._automaton_inputs(x))
-        y = selective_scan(u, delta, -torch.exp(self.A_log), Bm, Cm, self.D,
-                           delta_bias=self.dt_bias, delta_softplus=True)
+        y = selective_scan(
+            u, delta, -torch.exp(self.A_log), Bm, Cm, self.D, delta_bias=self.dt_bias, delta_softplus=True
+        )
         return self.out_B(y.transpose(1, 2))
 
     # -- path C ----------------------------------------------------------------------------
@@ -211,20 +226,20 @@ class DNABlock(nn.Module):
         return fired + m - m.detach()
 
     def _path_C(self, x: torch.Tensor) -> torch.Tensor:
-        p = prefix_products(self._transition(x))[..., 0]            # (B, T, L, S) = P_t e_0
+        p = prefix_products(self._transition(x))[..., 0]  # (B, T, L, S) = P_t e_0
         return self.out_C(p.flatten(-2))
 
     # -- path D ----------------------------------------------------------------------------
     def _path_D(self, x: torch.Tensor) -> torch.Tensor:
         strand, complement, gate = self.in_D(x).chunk(3, -1)
-        paired = F.conv1d(F.pad(complement.transpose(1, 2), (self.cfg.window - 1, 0)),
-                          self.binding, groups=self.cfg.width).transpose(1, 2)
+        paired = F.conv1d(
+            F.pad(complement.transpose(1, 2), (self.cfg.window - 1, 0)), self.binding, groups=self.cfg.width
+        ).transpose(1, 2)
         return self.out_D(torch.sigmoid(gate) * strand * paired)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
-        paths = torch.stack([self._path_A(x), self._path_B(x), self._path_C(x),
-                             self._path_D(x)], -1)
+        paths = torch.stack([self._path_A(x), self._path_B(x), self._path_C(x), self._path_D(x)], -1)
         return (paths * torch.softmax(self.regulation(x), -1)[..., None, :]).sum(-1)
 
     # -- recurrent form --------------------------------------------------------------------
@@ -232,22 +247,23 @@ class DNABlock(nn.Module):
         c, w = self.cfg, self.D
         p0 = w.new_zeros(batch, c.lanes, c.species)
         p0[..., 0] = 1
-        return {"depleted": w.new_zeros(batch, c.reactions),
-                "released": w.new_zeros(batch, c.reactions),
-                "species": w.new_zeros(batch, c.width, c.d_state), "lanes": p0,
-                "complement": w.new_zeros(batch, c.width, c.window - 1)}
+        return {
+            "depleted": w.new_zeros(batch, c.reactions),
+            "released": w.new_zeros(batch, c.reactions),
+            "species": w.new_zeros(batch, c.width, c.d_state),
+            "lanes": p0,
+            "complement": w.new_zeros(batch, c.width, c.window - 1),
+        }
 
     def step(self, x_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
         """x_t: (B, D) -> (B, D): one step of each path's recurrence."""
         log_g, in_g, q = self._displacement(x_t)
-        released = (torch.exp(-torch.exp(self.delta_log)) * state["released"]
-                    + (1 - state["depleted"]) * q)
+        released = torch.exp(-torch.exp(self.delta_log)) * state["released"] + (1 - state["depleted"]) * q
         depleted = torch.exp(log_g) * state["depleted"] + in_g
 
         u, delta, Bm, Cm = self._automaton_inputs(x_t)
         delta = F.softplus(delta + self.dt_bias)[..., None]
-        h = (torch.exp(delta * -torch.exp(self.A_log)) * state["species"]
-             + delta * Bm[:, None] * u[..., None])
+        h = torch.exp(delta * -torch.exp(self.A_log)) * state["species"] + delta * Bm[:, None] * u[..., None]
         y_B = (h * Cm[:, None]).sum(-1) + self.D * u
 
         lanes = (self._transition(x_t) * state["lanes"][..., None, :]).sum(-1)
@@ -256,12 +272,23 @@ class DNABlock(nn.Module):
         window = torch.cat([state["complement"], complement[..., None]], -1)
         paired = (window * self.binding[:, 0]).sum(-1)
 
-        paths = torch.stack([self.out_A(released), self.out_B(y_B),
-                             self.out_C(lanes.flatten(-2)),
-                             self.out_D(torch.sigmoid(gate) * strand * paired)], -1)
+        paths = torch.stack(
+            [
+                self.out_A(released),
+                self.out_B(y_B),
+                self.out_C(lanes.flatten(-2)),
+                self.out_D(torch.sigmoid(gate) * strand * paired),
+            ],
+            -1,
+        )
         y = (paths * torch.softmax(self.regulation(x_t), -1)[..., None, :]).sum(-1)
-        return y, {"depleted": depleted, "released": released, "species": h, "lanes": lanes,
-                   "complement": window[..., 1:]}
+        return y, {
+            "depleted": depleted,
+            "released": released,
+            "species": h,
+            "lanes": lanes,
+            "complement": window[..., 1:],
+        }
 
     def state_size(self, seq_len: int) -> int:
         return self.cfg.state_fixed()

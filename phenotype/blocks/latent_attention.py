@@ -30,18 +30,23 @@ from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
 @dataclass(frozen=True)
 class LatentAttentionConfig(BlockConfig):
     heads: int = 4
-    kv_rank: int = 32         # c: the cached latent's width
-    q_rank: int = 0           # c': 0 = no query compression (DeepSeek-V2-Lite)
-    head_dim: int = 16        # n: per-head query/key width without position
-    rope_dim: int = 8         # r: decoupled RoPE width (shared key)
-    v_head_dim: int = 16      # e_v
+    kv_rank: int = 32  # c: the cached latent's width
+    q_rank: int = 0  # c': 0 = no query compression (DeepSeek-V2-Lite)
+    head_dim: int = 16  # n: per-head query/key width without position
+    rope_dim: int = 8  # r: decoupled RoPE width (shared key)
+    v_head_dim: int = 16  # e_v
     rope_theta: float = 10_000.0
 
     @classmethod
-    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any],
-                  layer_idx: int = 0) -> LatentAttentionConfig:
-        return cls(d_model=structural["d_model"], bias=structural["bias"],
-                   rope_theta=structural["rope_theta"], **params)
+    def from_gene(
+        cls, params: dict[str, Any], structural: dict[str, Any], layer_idx: int = 0
+    ) -> LatentAttentionConfig:
+        return cls(
+            d_model=structural["d_model"],
+            bias=structural["bias"],
+            rope_theta=structural["rope_theta"],
+            **params,
+        )
 
     def build(self) -> LatentAttention:
         return LatentAttention(self)
@@ -52,11 +57,12 @@ class LatentAttentionConfig(BlockConfig):
 
     def _linears(self) -> list[tuple[int, int]]:
         d, h = self.d_model, self.heads
-        q = ([(d, self.q_rank), (self.q_rank, h * self.qk_dim)] if self.q_rank
-             else [(d, h * self.qk_dim)])
-        return q + [(d, self.kv_rank + self.rope_dim),
-                    (self.kv_rank, h * (self.head_dim + self.v_head_dim)),
-                    (h * self.v_head_dim, d)]
+        q = [(d, self.q_rank), (self.q_rank, h * self.qk_dim)] if self.q_rank else [(d, h * self.qk_dim)]
+        return q + [
+            (d, self.kv_rank + self.rope_dim),
+            (self.kv_rank, h * (self.head_dim + self.v_head_dim)),
+            (h * self.v_head_dim, d),
+        ]
 
     def num_params(self) -> int:
         norms = self.kv_rank + self.q_rank
@@ -91,8 +97,9 @@ class LatentAttention(nn.Module):
     def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
         if not self.cfg.rope_dim:
             return x
-        cos, sin = rope_tables(torch.arange(start, start + x.shape[-2], device=x.device),
-                               self.cfg.rope_dim, self.cfg.rope_theta)
+        cos, sin = rope_tables(
+            torch.arange(start, start + x.shape[-2], device=x.device), self.cfg.rope_dim, self.cfg.rope_theta
+        )
         return apply_rope(x, cos, sin)
 
     def _queries(self, x: torch.Tensor, start: int) -> torch.Tensor:
@@ -100,20 +107,20 @@ class LatentAttention(nn.Module):
         c, (B, T, _) = self.cfg, x.shape
         q = self.q_up(self.q_norm(self.q_down(x))) if c.q_rank else self.q_proj(x)
         q = q.view(B, T, c.heads, c.qk_dim).transpose(1, 2)
-        return torch.cat([q[..., :c.head_dim], self._rope(q[..., c.head_dim:], start)], -1)
+        return torch.cat([q[..., : c.head_dim], self._rope(q[..., c.head_dim :], start)], -1)
 
     def _latent(self, x: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, T, D) -> the cached pair: latent (B, T, c), rotated shared key (B, T, r)."""
         c = self.cfg
         kv = self.kv_down(x)
-        k_rope = self._rope(kv[:, None, :, c.kv_rank:], start)[:, 0]
-        return self.kv_norm(kv[..., :c.kv_rank]), k_rope
+        k_rope = self._rope(kv[:, None, :, c.kv_rank :], start)[:, 0]
+        return self.kv_norm(kv[..., : c.kv_rank]), k_rope
 
     def _keys_values(self, latent: torch.Tensor, k_rope: torch.Tensor) -> tuple[torch.Tensor, ...]:
         c, (B, S, _) = self.cfg, latent.shape
         kv = self.kv_up(latent).view(B, S, c.heads, c.head_dim + c.v_head_dim).transpose(1, 2)
         k_rope = k_rope[:, None].expand(B, c.heads, S, c.rope_dim)
-        return torch.cat([kv[..., :c.head_dim], k_rope], -1), kv[..., c.head_dim:]
+        return torch.cat([kv[..., : c.head_dim], k_rope], -1), kv[..., c.head_dim :]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
@@ -125,8 +132,11 @@ class LatentAttention(nn.Module):
 
     def init_state(self, batch: int) -> dict[str, Any]:
         p = self.kv_norm.weight
-        return {"latent": p.new_zeros(batch, 0, self.cfg.kv_rank),
-                "k_rope": p.new_zeros(batch, 0, self.cfg.rope_dim), "pos": 0}
+        return {
+            "latent": p.new_zeros(batch, 0, self.cfg.kv_rank),
+            "k_rope": p.new_zeros(batch, 0, self.cfg.rope_dim),
+            "pos": 0,
+        }
 
     def step(self, x_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
         """x_t: (B, D) -> (B, D); appends the token's latent and RoPE key to the cache."""

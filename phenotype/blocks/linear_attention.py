@@ -40,8 +40,9 @@ def recurrence_flops(heads: int, dk: int, dv: int) -> int:
     return 5 * heads * dk * dv
 
 
-def glr_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor,
-             state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def glr_step(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, state: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of the gated linear recurrence: q, k (B, H, e_k), v (B, H, e_v),
     log_decay (B, H) or (B, H, e_k), state (B, H, e_k, e_v) -> (o (B, H, e_v), state)."""
     g = log_decay[..., None, None] if log_decay.dim() == 2 else log_decay[..., None]
@@ -53,7 +54,7 @@ def glr_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch
 class LinearAttentionConfig(BlockConfig):
     heads: int = 4
     head_dim: int = 16
-    feature: str = "elu"       # elu (elu + 1) | relu
+    feature: str = "elu"  # elu (elu + 1) | relu
 
     def build(self) -> LinearAttention:
         return LinearAttention(self)
@@ -61,7 +62,8 @@ class LinearAttentionConfig(BlockConfig):
     def num_params(self) -> int:
         inner = self.heads * self.head_dim
         return 3 * linear_params(self.d_model, inner, self.bias) + linear_params(
-            inner, self.d_model, self.bias)
+            inner, self.d_model, self.bias
+        )
 
     def flops_per_token(self, seq_len: int) -> int:
         return 8 * self.d_model * self.heads * self.head_dim + self.extra_flops_per_token()
@@ -95,8 +97,7 @@ class LinearAttention(nn.Module):
 
         v = heads(self.v_proj(x))
         v = torch.cat([v, torch.ones_like(v[..., :1])], -1)
-        return (self.feature_map(heads(self.q_proj(x))), self.feature_map(heads(self.k_proj(x))),
-                v)
+        return (self.feature_map(heads(self.q_proj(x))), self.feature_map(heads(self.k_proj(x))), v)
 
     def _out(self, o: torch.Tensor) -> torch.Tensor:
         """o: (B, H, T, e + 1) numerators and denominator -> (B, T, D)."""
@@ -129,23 +130,31 @@ class LinearAttention(nn.Module):
 @dataclass(frozen=True)
 class RetentionConfig(BlockConfig):
     heads: int = 4
-    head_dim: int = 16          # key width e_k
-    v_head_dim: int = 16        # value width e_v (RetNet uses 2·e_k)
+    head_dim: int = 16  # key width e_k
+    v_head_dim: int = 16  # value width e_v (RetNet uses 2·e_k)
     rope_theta: float = 10_000.0
 
     @classmethod
-    def from_gene(cls, params: dict[str, Any], structural: dict[str, Any],
-                  layer_idx: int = 0) -> RetentionConfig:
-        return cls(d_model=structural["d_model"], bias=structural["bias"],
-                   rope_theta=structural["rope_theta"], **params)
+    def from_gene(
+        cls, params: dict[str, Any], structural: dict[str, Any], layer_idx: int = 0
+    ) -> RetentionConfig:
+        return cls(
+            d_model=structural["d_model"],
+            bias=structural["bias"],
+            rope_theta=structural["rope_theta"],
+            **params,
+        )
 
     def build(self) -> Retention:
         return Retention(self)
 
     def num_params(self) -> int:
         d, qk, v = self.d_model, self.heads * self.head_dim, self.heads * self.v_head_dim
-        return (2 * linear_params(d, qk, self.bias) + 2 * linear_params(d, v, self.bias)
-                + linear_params(v, d, self.bias))
+        return (
+            2 * linear_params(d, qk, self.bias)
+            + 2 * linear_params(d, v, self.bias)
+            + linear_params(v, d, self.bias)
+        )
 
     def flops_per_token(self, seq_len: int) -> int:
         d, qk, v = self.d_model, self.heads * self.head_dim, self.heads * self.v_head_dim
@@ -177,10 +186,9 @@ class Retention(nn.Module):
     def _qkv(self, x: torch.Tensor, start: int) -> tuple[torch.Tensor, ...]:
         c, (B, T, _) = self.cfg, x.shape
         q = self.q_proj(x).view(B, T, c.heads, c.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, c.heads, c.head_dim).transpose(1, 2) * c.head_dim ** -0.5
+        k = self.k_proj(x).view(B, T, c.heads, c.head_dim).transpose(1, 2) * c.head_dim**-0.5
         v = self.v_proj(x).view(B, T, c.heads, c.v_head_dim).transpose(1, 2)
-        cos, sin = rope_tables(torch.arange(start, start + T, device=x.device), c.head_dim,
-                               c.rope_theta)
+        cos, sin = rope_tables(torch.arange(start, start + T, device=x.device), c.head_dim, c.rope_theta)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def _out(self, x: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
@@ -203,8 +211,7 @@ class Retention(nn.Module):
 
     def init_state(self, batch: int) -> dict[str, Any]:
         c = self.cfg
-        return {"S": self.q_proj.weight.new_zeros(batch, c.heads, c.head_dim, c.v_head_dim),
-                "pos": 0}
+        return {"S": self.q_proj.weight.new_zeros(batch, c.heads, c.head_dim, c.v_head_dim), "pos": 0}
 
     def step(self, x_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
         """x_t: (B, D) -> (B, D); state: S (B, H, e_k, e_v) and the position."""

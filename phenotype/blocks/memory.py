@@ -40,7 +40,7 @@ from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
 
 @dataclass(frozen=True)
 class EpigeneticConfig(BlockConfig):
-    slots: int = 16           # M marks
+    slots: int = 16  # M marks
 
     def build(self) -> EpigeneticMemory:
         return EpigeneticMemory(self)
@@ -66,9 +66,9 @@ class EpigeneticMemory(nn.Module):
         super().__init__()
         self.cfg = cfg
         d, m = cfg.d_model, cfg.slots
-        self.gates = nn.Linear(d, 2 * m)                   # read and write gates
+        self.gates = nn.Linear(d, 2 * m)  # read and write gates
         self.candidate = nn.Linear(d, m, bias=False)
-        self.persistence = nn.Parameter(torch.linspace(0.0, 4.0, m))   # θ: λ = σ(θ)
+        self.persistence = nn.Parameter(torch.linspace(0.0, 4.0, m))  # θ: λ = σ(θ)
         self.out_proj = nn.Linear(m, d, bias=cfg.bias)
         no_weight_decay(self.persistence)
 
@@ -76,8 +76,9 @@ class EpigeneticMemory(nn.Module):
         read, write = torch.sigmoid(self.gates(x)).chunk(2, -1)
         return read, write, write * torch.tanh(self.candidate(x))
 
-    def forward_memory(self, x: torch.Tensor, marks: torch.Tensor | None
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_memory(
+        self, x: torch.Tensor, marks: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, T, D), inherited marks (B, T, M) or None -> (y (B, T, D), marks (B, T, M))."""
         import kernels
 
@@ -86,8 +87,11 @@ class EpigeneticMemory(nn.Module):
         B, T, M = written.shape
         ones = written.new_ones(B, M, T, 1)
         m, _ = kernels.gated_linear_recurrence(
-            ones, ones, ((1 - torch.exp(persistence)) * written).transpose(1, 2)[..., None],
-            persistence[None, :, None].expand(B, M, T))
+            ones,
+            ones,
+            ((1 - torch.exp(persistence)) * written).transpose(1, 2)[..., None],
+            persistence[None, :, None].expand(B, M, T),
+        )
         marks_out = m[..., 0].transpose(1, 2)
         if marks is not None:
             marks_out = marks_out + (1 - write) * marks
@@ -100,8 +104,9 @@ class EpigeneticMemory(nn.Module):
     def init_state(self, batch: int) -> torch.Tensor:
         return self.persistence.new_zeros(batch, self.cfg.slots)
 
-    def step_memory(self, x_t: torch.Tensor, state: torch.Tensor, marks: torch.Tensor | None
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def step_memory(
+        self, x_t: torch.Tensor, state: torch.Tensor, marks: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x_t: (B, D), state m_{t-1} (B, M), inherited marks (B, M) or None."""
         read, write, written = self._gates(x_t)
         lam = torch.sigmoid(self.persistence)
@@ -119,10 +124,10 @@ class EpigeneticMemory(nn.Module):
 
 @dataclass(frozen=True)
 class TetraConfig(BlockConfig):
-    window: int = 2           # local neighbours t-1..t-w
-    stride: int = 4           # face neighbours t - stride^j
-    levels: int = 2           # j = 1..levels
-    rounds: int = 2           # message-passing rounds (shared weights)
+    window: int = 2  # local neighbours t-1..t-w
+    stride: int = 4  # face neighbours t - stride^j
+    levels: int = 2  # j = 1..levels
+    rounds: int = 2  # message-passing rounds (shared weights)
 
     def build(self) -> TetraMemory:
         return TetraMemory(self)
@@ -131,12 +136,11 @@ class TetraConfig(BlockConfig):
     def offsets(self) -> tuple[int, ...]:
         """Bond offsets, self (0) first."""
         local = range(self.window + 1)
-        faces = (self.stride ** j for j in range(1, self.levels + 1))
+        faces = (self.stride**j for j in range(1, self.levels + 1))
         return tuple(sorted(set(local) | set(faces)))
 
     def num_params(self) -> int:
-        return 4 * linear_params(self.d_model, self.d_model, self.bias) + \
-            self.rounds * len(self.offsets)
+        return 4 * linear_params(self.d_model, self.d_model, self.bias) + self.rounds * len(self.offsets)
 
     def flops_per_token(self, seq_len: int) -> int:
         d, k = self.d_model, len(self.offsets)
@@ -159,16 +163,15 @@ class TetraMemory(nn.Module):
         no_weight_decay(self.bond)
         self.register_buffer("offset", torch.tensor(cfg.offsets), persistent=False)
 
-    def _round(self, r: int, h: torch.Tensor, history: torch.Tensor, valid: torch.Tensor
-               ) -> torch.Tensor:
+    def _round(self, r: int, h: torch.Tensor, history: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """h: (B, T, D) this round's input; history: (B, H + T, D) the same sequence with H
         earlier inputs in front; valid: (T, K) bonds that reach a real token."""
         T, H = h.shape[1], history.shape[1] - h.shape[1]
         k, v = self.k_proj(history), self.v_proj(history)
-        index = H + torch.arange(T, device=h.device)[:, None] - self.offset[None, :]   # (T, K)
+        index = H + torch.arange(T, device=h.device)[:, None] - self.offset[None, :]  # (T, K)
         index = index.clamp(min=0)
-        k_n, v_n = k[:, index], v[:, index]                                 # (B, T, K, D)
-        q = self.q_proj(h)[..., None, :]                                    # (B, T, 1, D)
+        k_n, v_n = k[:, index], v[:, index]  # (B, T, K, D)
+        q = self.q_proj(h)[..., None, :]  # (B, T, 1, D)
         scores = (q @ k_n.transpose(-1, -2))[..., 0, :] / math.sqrt(h.shape[-1])
         scores = (scores + self.bond[r]).masked_fill(~valid, float("-inf"))
         message = (torch.softmax(scores, -1)[..., None, :] @ v_n)[..., 0, :]
@@ -185,8 +188,7 @@ class TetraMemory(nn.Module):
 
     def init_state(self, batch: int) -> dict[str, Any]:
         c = self.cfg
-        return {"history": self.bond.new_zeros(c.rounds, batch, max(c.offsets), c.d_model),
-                "pos": 0}
+        return {"history": self.bond.new_zeros(c.rounds, batch, max(c.offsets), c.d_model), "pos": 0}
 
     def step(self, x_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
         """x_t: (B, D) -> (B, D); history[r] holds round r's last max(offsets) inputs."""

@@ -1,8 +1,8 @@
 """Channel mixers: the MLP (ReLU, GELU), SwiGLU and GeGLU.
 
-    mlp(x)    = act(x W_1 + b_1) W_2 + b_2                     (Vaswani et al., 2017)
-    swiglu(x) = (silu(x W_1) ⊙ (x W_3)) W_2                    (Shazeer, 2020)
-    geglu(x)  = (gelu(x W_1) ⊙ (x W_3)) W_2                    (Shazeer, 2020)
+mlp(x)    = act(x W_1 + b_1) W_2 + b_2                     (Vaswani et al., 2017)
+swiglu(x) = (silu(x W_1) ⊙ (x W_3)) W_2                    (Shazeer, 2020)
+geglu(x)  = (gelu(x W_1) ⊙ (x W_3)) W_2                    (Shazeer, 2020)
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ class MLPConfig(BlockConfig):
 
     def num_params(self) -> int:
         return linear_params(self.d_model, self.hidden, self.bias) + linear_params(
-            self.hidden, self.d_model, self.bias)
+            self.hidden, self.d_model, self.bias
+        )
 
     def flops_per_token(self, seq_len: int) -> int:
         return 4 * self.d_model * self.hidden
@@ -56,7 +57,8 @@ class SwiGLUConfig(BlockConfig):
 
     def num_params(self) -> int:
         return 2 * linear_params(self.d_model, self.hidden, self.bias) + linear_params(
-            self.hidden, self.d_model, self.bias)
+            self.hidden, self.d_model, self.bias
+        )
 
     def flops_per_token(self, seq_len: int) -> int:
         return 6 * self.d_model * self.hidden

@@ -30,9 +30,9 @@ from phenotype.blocks.mlp import GeGLUConfig, MLPConfig, SwiGLUConfig
 class MoEConfig(BlockConfig):
     experts: int = 8
     top_k: int = 2
-    hidden: int = 256              # per expert
-    expert: str = "swiglu"         # swiglu | geglu | gelu | relu (an MLP with that activation)
-    shared: int = 0                # shared experts, fused into one of width shared * hidden
+    hidden: int = 256  # per expert
+    expert: str = "swiglu"  # swiglu | geglu | gelu | relu (an MLP with that activation)
+    shared: int = 0  # shared experts, fused into one of width shared * hidden
     aux_weight: float = 0.01
 
     def build(self) -> MoE:
@@ -50,25 +50,25 @@ class MoEConfig(BlockConfig):
 
     def num_params(self) -> int:
         router = self.d_model * self.experts
-        return (router + self.experts * self.expert_config(self.hidden).num_params()
-                + self._shared_params())
+        return router + self.experts * self.expert_config(self.hidden).num_params() + self._shared_params()
 
     def active_params(self) -> int:
         router = self.d_model * self.experts
-        return router + self.top_k * self.expert_config(self.hidden).num_params() + \
-            self._shared_params()
+        return router + self.top_k * self.expert_config(self.hidden).num_params() + self._shared_params()
 
     def flops_per_token(self, seq_len: int) -> int:
-        shared = (self.expert_config(self.shared * self.hidden).flops_per_token(seq_len)
-                  if self.shared else 0)
-        return (2 * self.d_model * self.experts + shared
-                + self.top_k * self.expert_config(self.hidden).flops_per_token(seq_len))
+        shared = self.expert_config(self.shared * self.hidden).flops_per_token(seq_len) if self.shared else 0
+        return (
+            2 * self.d_model * self.experts
+            + shared
+            + self.top_k * self.expert_config(self.hidden).flops_per_token(seq_len)
+        )
 
 
 def load_balancing_loss(probs: torch.Tensor, top_idx: torch.Tensor) -> torch.Tensor:
     """Switch loss E·Σ f_e P_e; probs: (N, E) router probabilities, top_idx: (N, k)."""
     experts = probs.shape[-1]
-    dispatched = F.one_hot(top_idx, experts).sum(-2).to(probs.dtype)   # (N, E) in {0, 1}
+    dispatched = F.one_hot(top_idx, experts).sum(-2).to(probs.dtype)  # (N, E) in {0, 1}
     return experts * (dispatched.mean(0) * probs.mean(0)).sum()
 
 
@@ -90,7 +90,7 @@ class MoE(ChannelMixer):
         if self.cfg.top_k > 1:
             top_p = top_p / top_p.sum(-1, keepdim=True)
         out = torch.zeros_like(flat)
-        if flat.is_meta:       # no data to route: shapes only, k·N assignments spread evenly
+        if flat.is_meta:  # no data to route: shapes only, k·N assignments spread evenly
             n = flat.shape[0] * self.cfg.top_k
             for e, expert in enumerate(self.experts):
                 count = n // self.cfg.experts + (e < n % self.cfg.experts)

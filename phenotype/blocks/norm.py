@@ -1,7 +1,7 @@
 """Normalisation layers: LayerNorm (Ba et al., 2016) and RMSNorm (Zhang & Sennrich, 2019).
 
-    layernorm(x) = (x - mean(x)) / sqrt(var(x) + eps) · γ (+ β when biases are on)
-    rmsnorm(x)   = x / sqrt(mean(x²) + eps) · γ
+layernorm(x) = (x - mean(x)) / sqrt(var(x) + eps) · γ (+ β when biases are on)
+rmsnorm(x)   = x / sqrt(mean(x²) + eps) · γ
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from phenotype.blocks.base import no_weight_decay
 
 @dataclass(frozen=True)
 class NormConfig:
-    kind: str          # "layernorm" | "rmsnorm"
+    kind: str  # "layernorm" | "rmsnorm"
     d_model: int
     eps: float
     bias: bool

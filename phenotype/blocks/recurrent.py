@@ -25,7 +25,7 @@ from phenotype.blocks.base import BlockConfig, linear_params
 @dataclass(frozen=True)
 class LSTMConfig(BlockConfig):
     hidden: int = 64
-    gates = 4                   # LSTM: input, forget, cell, output
+    gates = 4  # LSTM: input, forget, cell, output
 
     def build(self) -> nn.Module:
         return FusedRecurrence(self)
@@ -46,7 +46,7 @@ class LSTMConfig(BlockConfig):
 
 @dataclass(frozen=True)
 class GRUConfig(LSTMConfig):
-    gates = 3                   # GRU: reset, update, new
+    gates = 3  # GRU: reset, update, new
 
     def state_fixed(self) -> int:
         return self.hidden

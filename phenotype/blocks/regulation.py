@@ -63,8 +63,7 @@ class EdgeGate(nn.Module):
         self.represses = represses
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
-        g = torch.sigmoid(self.proj(r) if self.proj is not None
-                          else self.bias.expand(*r.shape[:-1], 1))
+        g = torch.sigmoid(self.proj(r) if self.proj is not None else self.bias.expand(*r.shape[:-1], 1))
         return 1 - g if self.represses else g
 
 
@@ -113,8 +112,8 @@ class AllostericRouter(nn.Module):
         self.cfg = cfg
         j, s = len(cfg.targets), cfg.width
         self.summary = nn.Linear(cfg.d_model, s, bias=False)
-        self.receptors = nn.Parameter(torch.randn(j, s) / s ** 0.5)
-        self.response = nn.Parameter(torch.randn(j, s) / s ** 0.5)
+        self.receptors = nn.Parameter(torch.randn(j, s) / s**0.5)
+        self.response = nn.Parameter(torch.randn(j, s) / s**0.5)
         self.response_bias = nn.Parameter(torch.zeros(j))
 
     def forward(self, sources: list[torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -122,12 +121,12 @@ class AllostericRouter(nn.Module):
         c = self.cfg
         if not c.targets:
             return {}
-        summary = torch.stack([self.summary(x) for x in sources], -2)          # (B, T, I, S)
+        summary = torch.stack([self.summary(x) for x in sources], -2)  # (B, T, I, S)
         # matmuls, not einsums: einsum turns size-1 contractions into uncounted products
-        affinity = summary @ self.receptors.T / c.width ** 0.5                  # (B, T, I, J)
+        affinity = summary @ self.receptors.T / c.width**0.5  # (B, T, I, J)
         k = min(c.k, len(c.targets))
         top, idx = affinity.topk(k, -1)
         weight = torch.zeros_like(affinity).scatter(-1, idx, torch.sigmoid(top))
-        message = weight.transpose(-1, -2) @ summary                          # (B, T, J, S)
+        message = weight.transpose(-1, -2) @ summary  # (B, T, J, S)
         gate = torch.sigmoid((message * self.response).sum(-1) + self.response_bias)
         return {t: gate[..., n, None] for n, t in enumerate(c.targets)}

@@ -32,8 +32,8 @@ _C = 8.0
 
 @dataclass(frozen=True)
 class RGLRUConfig(BlockConfig):
-    width: int = 64       # E (Griffin: 4/3 · d_model)
-    heads: int = 4        # blocks of the gates' block-diagonal matrices
+    width: int = 64  # E (Griffin: 4/3 · d_model)
+    heads: int = 4  # blocks of the gates' block-diagonal matrices
     d_conv: int = 4
 
     def build(self) -> RGLRUBlock:
@@ -42,13 +42,19 @@ class RGLRUConfig(BlockConfig):
     def num_params(self) -> int:
         d, e = self.d_model, self.width
         gates = 2 * (e * e // self.heads + e)
-        return (2 * linear_params(d, e, self.bias) + e * (self.d_conv + 1) + gates + e
-                + linear_params(e, d, self.bias))
+        return (
+            2 * linear_params(d, e, self.bias)
+            + e * (self.d_conv + 1)
+            + gates
+            + e
+            + linear_params(e, d, self.bias)
+        )
 
     def flops_per_token(self, seq_len: int) -> int:
         d, e = self.d_model, self.width
-        return (2 * 3 * d * e + 2 * e * self.d_conv + 2 * 2 * e * e // self.heads
-                + self.extra_flops_per_token())
+        return (
+            2 * 3 * d * e + 2 * e * self.d_conv + 2 * 2 * e * e // self.heads + self.extra_flops_per_token()
+        )
 
     def extra_flops_per_token(self) -> int:
         return 5 * self.width
@@ -77,7 +83,7 @@ class RGLRUBlock(nn.Module):
         no_weight_decay(self.a_param)
 
     def _block_diag(self, u: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        u = u.unflatten(-1, (self.cfg.heads, 1, -1))                        # (..., H, 1, E/H)
+        u = u.unflatten(-1, (self.cfg.heads, 1, -1))  # (..., H, 1, E/H)
         return (u @ w).flatten(-3) + b
 
     def _gated(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,10 +100,11 @@ class RGLRUBlock(nn.Module):
         g = F.gelu(self.gate_proj(x))
         u = self.in_proj(x).transpose(1, 2)
         u = self.conv1d(F.pad(u, (self.cfg.d_conv - 1, 0))).transpose(1, 2)
-        log_a, v = self._gated(u)                              # (B, T, E)
+        log_a, v = self._gated(u)  # (B, T, E)
         ones = v.new_ones(v.shape[0], v.shape[2], v.shape[1], 1)
-        h, _ = kernels.gated_linear_recurrence(ones, ones, v.transpose(1, 2)[..., None],
-                                               log_a.transpose(1, 2))
+        h, _ = kernels.gated_linear_recurrence(
+            ones, ones, v.transpose(1, 2)[..., None], log_a.transpose(1, 2)
+        )
         return self.out_proj(h[..., 0].transpose(1, 2) * g)
 
     def init_state(self, batch: int) -> dict[str, torch.Tensor]:

@@ -72,15 +72,17 @@ class RWKVTimeMix(nn.Module):
         self.value = nn.Linear(d, d, bias=False)
         self.receptance = nn.Linear(d, d, bias=False)
         self.output = nn.Linear(d, d, bias=False)
-        no_weight_decay(self.time_decay, self.time_first, self.time_mix_k, self.time_mix_v,
-                        self.time_mix_r)
+        no_weight_decay(self.time_decay, self.time_first, self.time_mix_k, self.time_mix_v, self.time_mix_r)
 
     def _krv(self, x: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, ...]:
         def mix(mu):
             return x * mu + prev * (1 - mu)
 
-        return (self.key(mix(self.time_mix_k)), torch.sigmoid(self.receptance(
-            mix(self.time_mix_r))), self.value(mix(self.time_mix_v)))
+        return (
+            self.key(mix(self.time_mix_k)),
+            torch.sigmoid(self.receptance(mix(self.time_mix_r))),
+            self.value(mix(self.time_mix_v)),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""

@@ -45,15 +45,15 @@ def s4d_legs_init(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     p = torch.sqrt(torch.arange(n, dtype=torch.float64) + 0.5)
     normal = hippo_legs(n) + p[:, None] * p[None, :]
     lam, vec = torch.linalg.eig(normal)
-    keep = torch.argsort(lam.imag, descending=True)[: n // 2]   # one of each conjugate pair
+    keep = torch.argsort(lam.imag, descending=True)[: n // 2]  # one of each conjugate pair
     b = torch.sqrt(2 * torch.arange(n, dtype=torch.float64) + 1).to(vec.dtype)
     return lam[keep], (vec.conj().T @ b)[keep]
 
 
 @dataclass(frozen=True)
 class S4Config(BlockConfig):
-    d_state: int = 16          # N real state dimensions per channel (N/2 complex modes)
-    init: str = "legs"         # legs | lin
+    d_state: int = 16  # N real state dimensions per channel (N/2 complex modes)
+    init: str = "legs"  # legs | lin
 
     def build(self) -> S4D:
         return S4D(self)
@@ -78,12 +78,14 @@ class S4D(nn.Module):
         super().__init__()
         self.cfg = cfg
         h, m = cfg.d_model, cfg.d_state // 2
-        with torch.device("cpu"):   # the eigensolver has no meta kernel
+        with torch.device("cpu"):  # the eigensolver has no meta kernel
             if cfg.init == "legs":
                 lam, b = s4d_legs_init(cfg.d_state)
             else:
-                lam = torch.complex(torch.full((m,), -0.5, dtype=torch.float64),
-                                    math.pi * torch.arange(m, dtype=torch.float64))
+                lam = torch.complex(
+                    torch.full((m,), -0.5, dtype=torch.float64),
+                    math.pi * torch.arange(m, dtype=torch.float64),
+                )
                 b = torch.ones(m, dtype=torch.complex128)
         dt = torch.exp(torch.rand(h) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
         self.log_dt = nn.Parameter(torch.log(dt))
@@ -108,10 +110,9 @@ class S4D(nn.Module):
         T = x.shape[1]
         decay, cb = self._discrete()
         powers = torch.exp(torch.log(decay)[..., None] * torch.arange(T, device=x.device))
-        kernel = 2 * (cb[..., None] * powers).sum(-2).real             # (D, T)
+        kernel = 2 * (cb[..., None] * powers).sum(-2).real  # (D, T)
         u = x.transpose(1, 2)
-        y = torch.fft.irfft(torch.fft.rfft(u, n=2 * T) * torch.fft.rfft(kernel, n=2 * T),
-                            n=2 * T)[..., :T]
+        y = torch.fft.irfft(torch.fft.rfft(u, n=2 * T) * torch.fft.rfft(kernel, n=2 * T), n=2 * T)[..., :T]
         y = y + self.D[:, None] * u
         return self.out_proj(F.gelu(y.transpose(1, 2)))
 
@@ -122,8 +123,10 @@ class S4D(nn.Module):
         """x_t: (B, D) -> (B, D); state: the complex modes as (B, D, N/2, 2) reals."""
         decay, cb = self._discrete()
         a = torch.complex(-torch.exp(self.A_log), self.A_imag)
-        h = decay * torch.view_as_complex(state) + (torch.expm1(
-            torch.exp(self.log_dt)[:, None] * a) / a) * x_t[..., None]
+        h = (
+            decay * torch.view_as_complex(state)
+            + (torch.expm1(torch.exp(self.log_dt)[:, None] * a) / a) * x_t[..., None]
+        )
         c = torch.view_as_complex(self.C)
         y = 2 * (c * h).sum(-1).real + self.D * x_t
         return self.out_proj(F.gelu(y)), torch.view_as_real(h)

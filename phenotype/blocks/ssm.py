@@ -43,9 +43,16 @@ class MambaConfig(BlockConfig):
 
     def num_params(self) -> int:
         d, e, n, r = self.d_model, self.d_inner, self.d_state, self.dt_rank
-        return (linear_params(d, 2 * e, self.bias) + e * self.d_conv + e  # conv weight + bias
-                + linear_params(e, r + 2 * n, False) + linear_params(r, e, True)
-                + e * n + e + linear_params(e, d, self.bias))  # A_log, D, out_proj
+        return (
+            linear_params(d, 2 * e, self.bias)
+            + e * self.d_conv
+            + e  # conv weight + bias
+            + linear_params(e, r + 2 * n, False)
+            + linear_params(r, e, True)
+            + e * n
+            + e
+            + linear_params(e, d, self.bias)
+        )  # A_log, D, out_proj
 
     def flops_per_token(self, seq_len: int) -> int:
         d, e, n, r = self.d_model, self.d_inner, self.d_state, self.dt_rank
@@ -83,30 +90,39 @@ class Mamba(nn.Module):
         r, n = self.cfg.dt_rank, self.cfg.d_state
         dbc = self.x_proj(u)
         delta = F.linear(dbc[..., :r], self.dt_proj.weight)  # bias enters as delta_bias
-        return delta, dbc[..., r:r + n], dbc[..., r + n:]
+        return delta, dbc[..., r : r + n], dbc[..., r + n :]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
         from kernels import selective_scan
 
         u, z = self.in_proj(x).chunk(2, dim=-1)
-        u = u.transpose(1, 2)                                       # (B, E, T)
+        u = u.transpose(1, 2)  # (B, E, T)
         u = F.silu(self.conv1d(F.pad(u, (self.cfg.d_conv - 1, 0))))
         delta, Bm, Cm = self._ssm_inputs(u.transpose(1, 2))
         y = selective_scan(
-            u, delta.transpose(1, 2), -torch.exp(self.A_log),
-            Bm.transpose(1, 2), Cm.transpose(1, 2), self.D, z=z.transpose(1, 2),
-            delta_bias=self.dt_proj.bias, delta_softplus=True)
+            u,
+            delta.transpose(1, 2),
+            -torch.exp(self.A_log),
+            Bm.transpose(1, 2),
+            Cm.transpose(1, 2),
+            self.D,
+            z=z.transpose(1, 2),
+            delta_bias=self.dt_proj.bias,
+            delta_softplus=True,
+        )
         return self.out_proj(y.transpose(1, 2))
 
     def init_state(self, batch: int) -> dict[str, torch.Tensor]:
         e, p = self.cfg.d_inner, self.A_log
-        return {"conv": p.new_zeros(batch, e, self.cfg.d_conv - 1),
-                "ssm": p.new_zeros(batch, e, self.cfg.d_state)}
+        return {
+            "conv": p.new_zeros(batch, e, self.cfg.d_conv - 1),
+            "ssm": p.new_zeros(batch, e, self.cfg.d_state),
+        }
 
     def step(self, x_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
         """x_t: (B, D) -> (B, D): one step of the recurrence above."""
-        u, z = self.in_proj(x_t).chunk(2, dim=-1)                   # (B, E)
+        u, z = self.in_proj(x_t).chunk(2, dim=-1)  # (B, E)
         window = torch.cat([state["conv"], u[:, :, None]], dim=-1)  # (B, E, d_conv)
         u = F.silu((window * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
         delta, Bm, Cm = self._ssm_inputs(u)
@@ -137,7 +153,7 @@ class Mamba2Config(BlockConfig):
 
     d_state: int = 16
     expand: int = 2
-    head_dim: int = 16        # P; heads = expand·d_model / P
+    head_dim: int = 16  # P; heads = expand·d_model / P
     d_conv: int = 4
 
     @property
@@ -157,8 +173,13 @@ class Mamba2Config(BlockConfig):
 
     def num_params(self) -> int:
         d, e, h = self.d_model, self.d_inner, self.heads
-        return (linear_params(d, e + self.conv_width + h, self.bias)
-                + self.conv_width * (self.d_conv + 1) + 3 * h + e + linear_params(e, d, self.bias))
+        return (
+            linear_params(d, e + self.conv_width + h, self.bias)
+            + self.conv_width * (self.d_conv + 1)
+            + 3 * h
+            + e
+            + linear_params(e, d, self.bias)
+        )
 
     def flops_per_token(self, seq_len: int) -> int:
         d, e, h = self.d_model, self.d_inner, self.heads
@@ -191,8 +212,8 @@ class Mamba2(nn.Module):
     def _split(self, xbc: torch.Tensor, dt: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Post-conv xBC (..., E + 2N) and dt (..., H) -> u (..., H, P), B, C (..., N), Δ, Δ·A."""
         c = self.cfg
-        u = xbc[..., :c.d_inner].unflatten(-1, (c.heads, c.head_dim))
-        Bm, Cm = xbc[..., c.d_inner:c.d_inner + c.d_state], xbc[..., c.d_inner + c.d_state:]
+        u = xbc[..., : c.d_inner].unflatten(-1, (c.heads, c.head_dim))
+        Bm, Cm = xbc[..., c.d_inner : c.d_inner + c.d_state], xbc[..., c.d_inner + c.d_state :]
         delta = F.softplus(dt + self.dt_bias)
         return u, Bm, Cm, delta, -delta * torch.exp(self.A_log)
 
@@ -207,16 +228,18 @@ class Mamba2(nn.Module):
         c = self.cfg
         z, xbc, dt = self.in_proj(x).split([c.d_inner, c.conv_width, c.heads], -1)
         xbc = F.silu(self.conv1d(F.pad(xbc.transpose(1, 2), (c.d_conv - 1, 0))).transpose(1, 2))
-        u, Bm, Cm, delta, log_decay = self._split(xbc, dt)             # u: (B, T, H, P)
-        k = (delta[..., None] * Bm[:, :, None]).transpose(1, 2)        # (B, H, T, N)
+        u, Bm, Cm, delta, log_decay = self._split(xbc, dt)  # u: (B, T, H, P)
+        k = (delta[..., None] * Bm[:, :, None]).transpose(1, 2)  # (B, H, T, N)
         q = Cm[:, None].expand(-1, c.heads, -1, -1)
         y, _ = kernels.gated_linear_recurrence(q, k, u.transpose(1, 2), log_decay.transpose(1, 2))
         return self._out(y.transpose(1, 2), u, z)
 
     def init_state(self, batch: int) -> dict[str, torch.Tensor]:
         c, p = self.cfg, self.D
-        return {"conv": p.new_zeros(batch, c.conv_width, c.d_conv - 1),
-                "ssm": p.new_zeros(batch, c.heads, c.d_state, c.head_dim)}
+        return {
+            "conv": p.new_zeros(batch, c.conv_width, c.d_conv - 1),
+            "ssm": p.new_zeros(batch, c.heads, c.d_state, c.head_dim),
+        }
 
     def step(self, x_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
         """x_t: (B, D) -> (B, D): one step of the recurrence above."""
@@ -224,8 +247,8 @@ class Mamba2(nn.Module):
         z, xbc, dt = self.in_proj(x_t).split([c.d_inner, c.conv_width, c.heads], -1)
         window = torch.cat([state["conv"], xbc[:, :, None]], -1)
         xbc = F.silu((window * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
-        u, Bm, Cm, delta, log_decay = self._split(xbc, dt)              # u: (B, H, P)
-        k = delta[..., None] * Bm[:, None]                              # (B, H, N)
+        u, Bm, Cm, delta, log_decay = self._split(xbc, dt)  # u: (B, H, P)
+        k = delta[..., None] * Bm[:, None]  # (B, H, N)
         h = torch.exp(log_decay)[..., None, None] * state["ssm"] + k[..., None] * u[:, :, None]
         y = (Cm[:, None, :, None] * h).sum(-2)
         return self._out(y, u, z), {"conv": window[:, :, 1:], "ssm": h}

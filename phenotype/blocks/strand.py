@@ -37,16 +37,18 @@ class StrandAttention(Attention):
         super().__init__(cfg)
         self.entropy = nn.Parameter(torch.full((cfg.heads,), -2.0))
         self.stacking = nn.Parameter(torch.zeros(cfg.heads, cfg.scales))
-        no_weight_decay(self.entropy, self.stacking)   # position biases, as ALiBi's slopes
+        no_weight_decay(self.entropy, self.stacking)  # position biases, as ALiBi's slopes
 
     def hybridisation_energy(self, delta: torch.Tensor) -> torch.Tensor:
         """delta: (Tq, Tk) distances t - s -> ΔG: (heads, Tq, Tk)."""
         dist = delta.clamp(min=0).to(self.entropy.dtype)
         lengths = 2.0 ** torch.arange(self.cfg.scales, device=dist.device, dtype=dist.dtype)
-        stacking = torch.exp(-dist[..., None] / lengths)                    # (Tq, Tk, I)
-        return (-F.softplus(self.entropy)[:, None, None] * torch.log1p(dist)
-                # a broadcast sum, not an einsum: per-sequence work, not per-token algebra
-                + (stacking[None] * self.stacking[:, None, None, :]).sum(-1))
+        stacking = torch.exp(-dist[..., None] / lengths)  # (Tq, Tk, I)
+        return (
+            -F.softplus(self.entropy)[:, None, None] * torch.log1p(dist)
+            # a broadcast sum, not an einsum: per-sequence work, not per-token algebra
+            + (stacking[None] * self.stacking[:, None, None, :]).sum(-1)
+        )
 
     def _position_bias(self, delta: torch.Tensor) -> torch.Tensor:
         energy = self.hybridisation_energy(delta)

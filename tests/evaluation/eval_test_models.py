@@ -79,5 +79,3 @@ def build(genome_yaml: str):
             os.kill(os.getpid(), signal.SIGKILL)
         return TinyAttentionLM(VOCAB, SEQ_LEN), VOCAB
     raise AssertionError(f"unknown test genome {genome_yaml!r}")
-
-

@@ -17,16 +17,15 @@ def test_queries_ask_for_the_value_at_their_position():
         answered = (row_t != IGNORE_INDEX).nonzero().flatten().tolist()
         assert answered == [7, 8, 9]
         for t in answered:
-            position = int(row_in[t]) - 1            # position tokens are 1..length
-            assert row_t[t] == row_in[position]      # the value stored there
-        assert len(set(row_in[7:].tolist())) == 3   # distinct positions are queried
+            position = int(row_in[t]) - 1  # position tokens are 1..length
+            assert row_t[t] == row_in[position]  # the value stored there
+        assert len(set(row_in[7:].tolist())) == 3  # distinct positions are queried
 
 
 def test_attention_retrieves_while_a_context_free_model_stays_at_chance():
     task = get_task("compression")
     torch.manual_seed(0)
-    attention = train_and_score(TinyAttentionLM(task.vocab_size, task.seq_len), task,
-                                steps=300, seed=0)
+    attention = train_and_score(TinyAttentionLM(task.vocab_size, task.seq_len), task, steps=300, seed=0)
     torch.manual_seed(0)
     mlp = train_and_score(MLPOnlyLM(task.vocab_size, task.seq_len), task, steps=300, seed=0)
     assert attention["accuracy"] > 0.5

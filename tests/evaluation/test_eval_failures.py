@@ -9,8 +9,9 @@ from evaluation import STATUSES, EvalRequest, EvalResult, evaluate, get_task
 
 
 def request(genome, fidelity=3, **fields):
-    return EvalRequest(genome_yaml=genome, genome_id=f"id-{genome}", task="mqar",
-                       fidelity=fidelity, seed=0, **fields)
+    return EvalRequest(
+        genome_yaml=genome, genome_id=f"id-{genome}", task="mqar", fidelity=fidelity, seed=0, **fields
+    )
 
 
 def test_ok_result_carries_metrics_key_fields_and_round_trips():
@@ -100,14 +101,26 @@ def test_default_builder_marks_a_bad_genome_invalid():
 def _tiny_genome_yaml(vocab):
     import yaml
 
-    return yaml.safe_dump({"regions": [
-        {"id": "s0", "type": "structural", "settings": {
-            "d_model": 32, "vocab": vocab, "max_len": 32, "positions": "learned"}},
-        {"id": "p1", "type": "promoter", "settings": {"copies": 1}},
-        {"id": "c1", "type": "coding", "bases": [
-            {"base": "T", "kind": "attention", "params": {"heads": 2}},
-            {"base": "A", "kind": "mlp", "params": {"hidden": 64}}]},
-    ]})
+    return yaml.safe_dump(
+        {
+            "regions": [
+                {
+                    "id": "s0",
+                    "type": "structural",
+                    "settings": {"d_model": 32, "vocab": vocab, "max_len": 32, "positions": "learned"},
+                },
+                {"id": "p1", "type": "promoter", "settings": {"copies": 1}},
+                {
+                    "id": "c1",
+                    "type": "coding",
+                    "bases": [
+                        {"base": "T", "kind": "attention", "params": {"heads": 2}},
+                        {"base": "A", "kind": "mlp", "params": {"hidden": 64}},
+                    ],
+                },
+            ]
+        }
+    )
 
 
 def test_default_builder_decodes_and_accounts_a_dogma_genome():

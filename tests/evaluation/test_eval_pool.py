@@ -26,8 +26,9 @@ def pool():
 
 
 def request(genome, fidelity=3, **fields):
-    return EvalRequest(genome_yaml=genome, genome_id=f"id-{genome}", task="mqar",
-                       fidelity=fidelity, seed=0, **fields)
+    return EvalRequest(
+        genome_yaml=genome, genome_id=f"id-{genome}", task="mqar", fidelity=fidelity, seed=0, **fields
+    )
 
 
 def test_ray_stays_on_loopback(pool):

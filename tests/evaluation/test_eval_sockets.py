@@ -43,9 +43,9 @@ def descendants(root: int) -> dict[int, str]:
         except OSError:  # exited meanwhile
             continue
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        pid, rest = int(text[:text.index(" ")]), text[text.rindex(")") + 2:]
+        pid, rest = int(text[: text.index(" ")]), text[text.rindex(")") + 2 :]
         parent[pid] = int(rest.split()[1])
-        name[pid] = text[text.index("(") + 1:text.rindex(")")]
+        name[pid] = text[text.index("(") + 1 : text.rindex(")")]
     found, frontier = {}, [root]
     while frontier:
         current = frontier.pop()
@@ -67,8 +67,9 @@ def listening_tcp(pids: set[int]) -> list[tuple[int, str]]:
                 continue
             out += [(pid, c.laddr.ip) for c in connections if c.status == psutil.CONN_LISTEN]
         return out
-    lines = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True,
-                           timeout=30).stdout.splitlines()
+    lines = subprocess.run(
+        ["ss", "-ltnpH"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout.splitlines()
     out = []
     for line in lines:
         fields = line.split()

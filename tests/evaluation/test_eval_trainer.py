@@ -18,9 +18,7 @@ def test_attention_learns_default_mqar_and_mlp_only_stays_near_chance():
         TinyAttentionLM(task.vocab_size, task.seq_len), task, steps=DEFAULT_STEPS, seed=0
     )
     torch.manual_seed(0)
-    mlp_only = train_and_score(
-        MLPOnlyLM(task.vocab_size, task.seq_len), task, steps=DEFAULT_STEPS, seed=0
-    )
+    mlp_only = train_and_score(MLPOnlyLM(task.vocab_size, task.seq_len), task, steps=DEFAULT_STEPS, seed=0)
     chance = task.chance_accuracy
     assert attention["accuracy"] > max(0.5, 8 * chance), attention
     assert mlp_only["accuracy"] < 2.5 * chance, mlp_only
@@ -32,8 +30,16 @@ def test_metrics_are_complete_and_finite():
     task = get_task("mqar")
     torch.manual_seed(0)
     metrics = train_and_score(TinyAttentionLM(task.vocab_size, task.seq_len), task, 5, seed=0)
-    for name in ("loss", "accuracy", "train_loss", "train_tokens_per_s", "infer_latency_ms",
-                 "wall_seconds", "steps", "chance_accuracy"):
+    for name in (
+        "loss",
+        "accuracy",
+        "train_loss",
+        "train_tokens_per_s",
+        "infer_latency_ms",
+        "wall_seconds",
+        "steps",
+        "chance_accuracy",
+    ):
         assert math.isfinite(metrics[name]), name
     assert metrics["steps"] == 5
     assert 0.0 <= metrics["accuracy"] <= 1.0

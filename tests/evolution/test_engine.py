@@ -47,8 +47,9 @@ def test_each_genome_is_evaluated_once_per_run(store):
     assert len(keys) == len(set(keys)), "a genome was trained twice in one run"
     evaluated = {i.genome_id for i in store.individuals(engine.run_id) if i.evaluation}
     assert evaluated == {r.genome_id for r in pool.requests}
-    assert sum(r.cached for r in engine.reports) + sum(r.evaluated for r in engine.reports) == \
-        len(store.individuals(engine.run_id))
+    assert sum(r.cached for r in engine.reports) + sum(r.evaluated for r in engine.reports) == len(
+        store.individuals(engine.run_id)
+    )
 
 
 def test_children_carry_parents_operator_and_change(store):
@@ -81,5 +82,5 @@ def test_resume_continues_from_the_last_committed_generation(store):
     resumed.run()
     record = store.get_run(first.run_id)
     assert record.last_generation == 2 and record.status == "finished"
-    assert [r.generation for r in resumed.reports] == [2]   # generations 0 and 1 not redone
+    assert [r.generation for r in resumed.reports] == [2]  # generations 0 and 1 not redone
     assert {i.generation for i in store.individuals(first.run_id)} == {0, 1, 2}

@@ -38,8 +38,16 @@ def store(tmp_path):
 
 
 def nb_config(**kw):
-    base = dict(space="nb201", task="cifar10", population=8, batch=8, generations=50,
-                max_evaluations=40, seed=1, objectives=("quality",))
+    base = dict(
+        space="nb201",
+        task="cifar10",
+        population=8,
+        batch=8,
+        generations=50,
+        max_evaluations=40,
+        seed=1,
+        objectives=("quality",),
+    )
     return RunConfig(**{**base, **kw})
 
 
@@ -48,15 +56,14 @@ def test_table_loader_refuses_any_global():
     evil = pickle.dumps({"x": io.BytesIO(b"")})
     with pytest.raises(pickle.UnpicklingError):
         nb201.load_table_file(evil)
-    assert nb201.load_table_file(pickle.dumps({"012": {"val_acc": [1.0]}})) == {
-        "012": {"val_acc": [1.0]}}
+    assert nb201.load_table_file(pickle.dumps({"012": {"val_acc": [1.0]}})) == {"012": {"val_acc": [1.0]}}
 
 
 def test_observation_is_one_training_seed_and_reproducible():
     cell = nb201.CellGenome(("nor_conv_3x3",) * 6)
     runs = nb201.table("cifar10").val_acc[cell.table_key]
     seen = {nb201.observe(cell, "cifar10", seed)["val_acc"] for seed in range(40)}
-    assert seen <= set(runs.tolist()) and len(seen) > 1          # noisy, from the table
+    assert seen <= set(runs.tolist()) and len(seen) > 1  # noisy, from the table
     assert nb201.observe(cell, "cifar10", 7) == nb201.observe(cell, "cifar10", 7)
     assert abs(nb201.true_accuracy(cell, "cifar10") - runs.mean()) < 1e-9
 
@@ -64,8 +71,9 @@ def test_observation_is_one_training_seed_and_reproducible():
 @pytest.mark.parametrize("op", sorted(nb201.CELL_MUTATIONS))
 def test_cell_operators_change_what_they_record(op):
     space, rng = nb201.NB201Space(), random.Random(0)
-    parent = nb201.CellGenome(("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3",
-                               "avg_pool_3x3", "nor_conv_3x3"))
+    parent = nb201.CellGenome(
+        ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3", "nor_conv_3x3")
+    )
     child = space.mutate(parent, op, rng)
     k = int(child.change["location"][4])
     diff = [i for i in range(6) if child.genome.ops[i] != parent.ops[i]]
@@ -86,17 +94,15 @@ def test_every_strategy_spends_exactly_the_budget(store, strategy):
     if strategy == "random":
         assert all(i.operator is None for i in born)
     else:
-        assert any(i.operator for i in born) and all(
-            i.parents for i in born if i.generation > 0)
+        assert any(i.operator for i in born) and all(i.parents for i in born if i.generation > 0)
 
 
 def test_aging_evolution_kills_the_oldest(store):
-    engine = Engine(nb_config(strategy="regularized", batch=3, max_evaluations=30), store,
-                    CountingTable())
+    engine = Engine(nb_config(strategy="regularized", batch=3, max_evaluations=30), store, CountingTable())
     population = engine.run()
     ages = sorted(i.age for i in population)
-    newest = sorted(c.age for _, c in engine.history)[-len(population):]
-    assert ages == newest   # survivors are exactly the most recent births
+    newest = sorted(c.age for _, c in engine.history)[-len(population) :]
+    assert ages == newest  # survivors are exactly the most recent births
 
 
 # -- meta-policy memory --------------------------------------------------------------------
@@ -159,6 +165,7 @@ class LocalPool:
 
     def evaluate(self, requests, on_result=None):
         from evaluation import evaluate
+
         out = []
         for r in requests:
             self.requests.append(r)
@@ -167,10 +174,18 @@ class LocalPool:
 
 
 def test_dogma_multi_task_multi_fidelity_objectives_and_state_budget(store):
-    config = RunConfig(population=4, generations=1, steps=3, min_steps=1, promote=0.5,
-                       task="mqar,noisy_recall", seed=3, max_params=60_000,
-                       objectives=("quality", "params", "state_bytes"),
-                       max_state_bytes=200_000)
+    config = RunConfig(
+        population=4,
+        generations=1,
+        steps=3,
+        min_steps=1,
+        promote=0.5,
+        task="mqar,noisy_recall",
+        seed=3,
+        max_params=60_000,
+        objectives=("quality", "params", "state_bytes"),
+        max_state_bytes=200_000,
+    )
     pool = LocalPool()
     engine = Engine(config, store, pool)
     population = engine.run()
@@ -178,7 +193,7 @@ def test_dogma_multi_task_multi_fidelity_objectives_and_state_budget(store):
     assert {r.fidelity for r in pool.requests} == {1, 3}
     low = sum(r.fidelity == 1 for r in pool.requests)
     high = sum(r.fidelity == 3 for r in pool.requests)
-    assert high <= low / 2 + 2       # only the promoted half gets the full budget
+    assert high <= low / 2 + 2  # only the promoted half gets the full budget
     for ind in population:
         assert len(ind.fitness.values) == 3
         assert ind.metrics["state_bytes"] <= 200_000
@@ -187,8 +202,7 @@ def test_dogma_multi_task_multi_fidelity_objectives_and_state_budget(store):
             assert e.fidelity in (1, 3)
         if rec.evaluation is not None and rec.status == "ok":
             per_task = rec.evaluation.metrics["per_task_accuracy"]
-            assert rec.evaluation.metrics["accuracy"] == pytest.approx(
-                sum(per_task.values()) / 2)
+            assert rec.evaluation.metrics["accuracy"] == pytest.approx(sum(per_task.values()) / 2)
 
 
 # -- the command line ----------------------------------------------------------------------
@@ -196,9 +210,30 @@ def test_cli_runs_nb201_and_shows_operator_credit(tmp_path, capsys):
     from evolution.cli import main
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
-    assert main(["run", "--space", "nb201", "--task", "cifar10", "--population", "6",
-                 "--generations", "3", "--strategy", "regularized", "--objectives", "quality",
-                 "--quiet", "--json", "--store", url]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--space",
+                "nb201",
+                "--task",
+                "cifar10",
+                "--population",
+                "6",
+                "--generations",
+                "3",
+                "--strategy",
+                "regularized",
+                "--objectives",
+                "quality",
+                "--quiet",
+                "--json",
+                "--store",
+                url,
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert main(["runs", "--json", "--store", url]) == 0
     runs = json.loads(capsys.readouterr().out)

@@ -39,6 +39,4 @@ def pytest_terminal_summary(terminalreporter) -> None:
         return
     terminalreporter.section("fault injections")
     for fault, counts in sorted(_TALLY.items()):
-        terminalreporter.write_line(
-            f"{fault:<40} injected {counts['injected']:>3}   lost {counts['lost']}"
-        )
+        terminalreporter.write_line(f"{fault:<40} injected {counts['injected']:>3}   lost {counts['lost']}")

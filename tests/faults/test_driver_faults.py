@@ -19,10 +19,23 @@ from store.testing import execute_unchecked
 
 pytestmark = pytest.mark.slow
 
-RUN_ARGS = ["--population", "4", "--generations", "2", "--steps", "5", "--seed", "11",
-            "--workers", "2", "--quiet"]
-POPULATION = ("SELECT i.genome_id FROM members m JOIN individuals i ON i.id = m.individual_id "
-              "WHERE m.generation = 2 ORDER BY m.rank")
+RUN_ARGS = [
+    "--population",
+    "4",
+    "--generations",
+    "2",
+    "--steps",
+    "5",
+    "--seed",
+    "11",
+    "--workers",
+    "2",
+    "--quiet",
+]
+POPULATION = (
+    "SELECT i.genome_id FROM members m JOIN individuals i ON i.id = m.individual_id "
+    "WHERE m.generation = 2 ORDER BY m.rank"
+)
 
 
 def evolve(*args: str, store: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -58,12 +71,20 @@ def test_replay_matches_bit_for_bit_and_notices_a_change(reference, tmp_path):
     # a stored metric altered by one ulp is noticed: exit 1, the key marked unequal
     copy = tmp_path / "altered.db"
     copy.write_bytes(store.read_bytes())
-    [(evaluation_id, metrics)] = rows(copy, f"SELECT id, metrics FROM evaluations WHERE "
-                                            f"individual_id = {int(best)}")
+    [(evaluation_id, metrics)] = rows(
+        copy, f"SELECT id, metrics FROM evaluations WHERE individual_id = {int(best)}"
+    )
     altered = json.loads(metrics)
     altered["loss"] = float.fromhex(float(altered["loss"]).hex()) * (1 + 2**-52)
-    execute_unchecked(f"sqlite:///{copy}", [("UPDATE evaluations SET metrics = :m WHERE id = :i",
-                                             {"m": json.dumps(altered), "i": evaluation_id})])
+    execute_unchecked(
+        f"sqlite:///{copy}",
+        [
+            (
+                "UPDATE evaluations SET metrics = :m WHERE id = :i",
+                {"m": json.dumps(altered), "i": evaluation_id},
+            )
+        ],
+    )
     proc = evolve("replay", best, "--json", store=copy, check=False)
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["metrics"]["loss"]["equal"] is False
@@ -76,10 +97,17 @@ def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_pa
     run_id, kills, audits, highest = None, 0, 0, -1
     while kills < 3:
         args = ["run", "--resume", run_id] if run_id else ["run", *RUN_ARGS]
-        cmd = [sys.executable, "-m", "evolution.cli", *args, "--json", "--quiet",
-               "--store", f"sqlite:///{store}"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "evolution.cli",
+            *args,
+            "--json",
+            "--quiet",
+            "--store",
+            f"sqlite:///{store}",
+        ]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         deadline = time.monotonic() + rng.uniform(3.0, 15.0)
         while time.monotonic() < deadline and proc.poll() is None:
             committed = rows(store, "SELECT id, last_generation FROM runs")
@@ -103,8 +131,11 @@ def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_pa
     if run_id is None:
         pytest.fail("no run was created before the kills")
     result = json.loads(evolve("run", "--resume", run_id, "--json", "--quiet", store=store).stdout)
-    doubled = rows(store, "SELECT genome_id, task, fidelity, seed, count(*) FROM evaluations "
-                          "GROUP BY genome_id, task, fidelity, seed HAVING count(*) > 1")
+    doubled = rows(
+        store,
+        "SELECT genome_id, task, fidelity, seed, count(*) FROM evaluations "
+        "GROUP BY genome_id, task, fidelity, seed HAVING count(*) > 1",
+    )
     births = rows(store, "SELECT generation, count(*) FROM individuals GROUP BY generation")
     same = rows(store, POPULATION) == rows(reference_store, POPULATION)
     lost = len(doubled) + (not same) + (rows(store, "SELECT status FROM runs") != [("finished",)])

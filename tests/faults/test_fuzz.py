@@ -35,8 +35,9 @@ from genome import EDGE_KINDS, KINDS, PRESETS, REGION_TYPES, Genome
 from genome.schema import PROMOTER, STRUCTURAL
 
 REPO = Path(__file__).resolve().parents[2]
-FUZZ = settings(max_examples=150, deadline=1000, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=150, deadline=1000, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 # -- seed documents ------------------------------------------------------------------------
@@ -53,24 +54,61 @@ def _seed_documents() -> list[dict[str, Any]]:
 SEEDS = _seed_documents()
 
 # Values that reach deeper checks when put in the right place: names the schema knows.
-_NAMES = sorted({*KINDS, *REGION_TYPES, *EDGE_KINDS, *STRUCTURAL, *PROMOTER, "A", "T", "C",
-                 "G", "s0", "c0", "r0", "p0", "dogma", "regions", "edges", "id", "type",
-                 "settings", "bases", "base", "kind", "params", "source", "target"}
-                | {p for spec in KINDS.values() for p in spec.params})
+_NAMES = sorted(
+    {
+        *KINDS,
+        *REGION_TYPES,
+        *EDGE_KINDS,
+        *STRUCTURAL,
+        *PROMOTER,
+        "A",
+        "T",
+        "C",
+        "G",
+        "s0",
+        "c0",
+        "r0",
+        "p0",
+        "dogma",
+        "regions",
+        "edges",
+        "id",
+        "type",
+        "settings",
+        "bases",
+        "base",
+        "kind",
+        "params",
+        "source",
+        "target",
+    }
+    | {p for spec in KINDS.values() for p in spec.params}
+)
 _SCALARS = st.one_of(
-    st.none(), st.booleans(),
+    st.none(),
+    st.booleans(),
     st.integers(-3, 70000),
     st.sampled_from([0, -1, 2**31, 2**63, -(2**64), 10**100, 10**400]),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.sampled_from(_NAMES),
+    st.text(max_size=12),
+    st.sampled_from(_NAMES),
 )
-JUNK = st.recursive(_SCALARS,
-                    lambda inner: st.lists(inner, max_size=3)
-                    | st.dictionaries(st.sampled_from(_NAMES) | st.text(max_size=6), inner,
-                                      max_size=3),
-                    max_leaves=6)
-KEYS = st.one_of(st.sampled_from(_NAMES), st.text(max_size=8), st.integers(-5, 5), st.none(),
-                 st.booleans(), st.floats(allow_nan=False))
+JUNK = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(_NAMES) | st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+KEYS = st.one_of(
+    st.sampled_from(_NAMES),
+    st.text(max_size=8),
+    st.integers(-5, 5),
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False),
+)
 
 
 def _containers(node: Any) -> list[Any]:
@@ -203,10 +241,15 @@ def test_arbitrary_text_never_raises(content, scratch):
 
 
 @FUZZ
-@given(lines=st.lists(st.sampled_from(
-    [line for doc in SEEDS[:3] for line in _dump(doc).decode().splitlines()]
-    + ["- [", "  ? x", "'", "\t- a", "&a x", "*a", "!!int x", "key: |", "  - {", "---", "..."]),
-    max_size=40))
+@given(
+    lines=st.lists(
+        st.sampled_from(
+            [line for doc in SEEDS[:3] for line in _dump(doc).decode().splitlines()]
+            + ["- [", "  ? x", "'", "\t- a", "&a x", "*a", "!!int x", "key: |", "  - {", "---", "..."]
+        ),
+        max_size=40,
+    )
+)
 def test_shuffled_genome_lines_never_raise(lines, scratch):
     """Text that is nearly YAML and nearly a genome: real lines of genomes, reordered."""
     _validate_file(scratch / "lines.yaml", "\n".join(lines).encode())
@@ -249,8 +292,9 @@ def test_commands_answer_bad_ids_in_one_line(command, key, empty_store, scratch)
     assert not (scratch / "export").exists()
 
 
-@pytest.mark.parametrize("key", ["9223372036854775808", "9" * 5000, "²"],
-                         ids=["2^63", "5000 digits", "superscript"])
+@pytest.mark.parametrize(
+    "key", ["9223372036854775808", "9" * 5000, "²"], ids=["2^63", "5000 digits", "superscript"]
+)
 @pytest.mark.parametrize("command", ID_COMMANDS, ids=lambda c: c[0])
 def test_commands_answer_numeric_junk_ids_in_one_line(command, key, empty_store, scratch):
     """Found by the fuzzing above: non-ASCII digits and ids past 64 bits used to raise."""
@@ -272,12 +316,15 @@ def test_genome_show_accepts_or_refuses_in_one_line(content, scratch):
 
 
 @FUZZ
-@given(source=st.one_of(
-    st.text(min_size=1, max_size=60).filter(lambda s: "\x00" not in s and not s.startswith("-")),
-    st.text(max_size=30).map(lambda s: f"preset:{s}").filter(lambda s: "\x00" not in s),
-    st.sampled_from(["/", ".", "/dev/null", "/proc/self/mem", "/etc/shadow", "preset:",
-                     "preset:../../etc/passwd"]),
-))
+@given(
+    source=st.one_of(
+        st.text(min_size=1, max_size=60).filter(lambda s: "\x00" not in s and not s.startswith("-")),
+        st.text(max_size=30).map(lambda s: f"preset:{s}").filter(lambda s: "\x00" not in s),
+        st.sampled_from(
+            ["/", ".", "/dev/null", "/proc/self/mem", "/etc/shadow", "preset:", "preset:../../etc/passwd"]
+        ),
+    )
+)
 @pytest.mark.parametrize("command", ["show", "validate"])
 def test_genome_commands_answer_bad_sources_in_one_line(command, source):
     if source.startswith("preset:") and source.removeprefix("preset:") in PRESETS:
@@ -296,8 +343,10 @@ def test_cpu_allocation_failures_are_oom(prefix, size, windows):
     from evaluation import classify_failure
 
     wording = "not enough memory" if windows else "can't allocate memory"
-    error = RuntimeError(f"{prefix}[enforce fail at alloc_cpu.cpp:127] err == 0. "
-                         f"DefaultCPUAllocator: {wording}: you tried to allocate {size} bytes.")
+    error = RuntimeError(
+        f"{prefix}[enforce fail at alloc_cpu.cpp:127] err == 0. "
+        f"DefaultCPUAllocator: {wording}: you tried to allocate {size} bytes."
+    )
     status, reason = classify_failure(error)
     assert status == "oom"
     assert "\n" not in reason and "DefaultCPUAllocator" in reason
@@ -316,18 +365,30 @@ def test_a_real_cpu_allocation_failure_is_oom():
 
 # -- nothing we load is a pickle from outside ----------------------------------------------
 # (module, function) pairs that unpickle; torch.load is allowed with weights_only=True only.
-_UNPICKLERS = {("pickle", "load"), ("pickle", "loads"), ("pickle", "Unpickler"),
-               ("cloudpickle", "load"), ("cloudpickle", "loads"), ("dill", "load"),
-               ("dill", "loads"), ("joblib", "load"), ("_pickle", "load"), ("_pickle", "loads")}
+_UNPICKLERS = {
+    ("pickle", "load"),
+    ("pickle", "loads"),
+    ("pickle", "Unpickler"),
+    ("cloudpickle", "load"),
+    ("cloudpickle", "loads"),
+    ("dill", "load"),
+    ("dill", "loads"),
+    ("joblib", "load"),
+    ("_pickle", "load"),
+    ("_pickle", "loads"),
+}
 # The NAS-Bench-201 reader subclasses pickle.Unpickler with a find_class that refuses all.
 _ALLOWED = {("evolution/nb201.py", "pickle.Unpickler")}
 
 
 def _python_sources() -> list[Path]:
     skip = {".venv", ".git", "build", "dist", "node_modules", "__pycache__"}
-    return [p for p in REPO.rglob("*.py")
-            if not skip.intersection(p.relative_to(REPO).parts)
-            and not any(part.startswith(".") for part in p.relative_to(REPO).parts)]
+    return [
+        p
+        for p in REPO.rglob("*.py")
+        if not skip.intersection(p.relative_to(REPO).parts)
+        and not any(part.startswith(".") for part in p.relative_to(REPO).parts)
+    ]
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -365,14 +426,19 @@ def unpickling_calls(path: Path) -> list[str]:
             parts = tuple(name.split("."))
             if parts[-2:] == ("torch", "load") or name == "torch.load":
                 safe = call is not None and any(
-                    k.arg == "weights_only" and isinstance(k.value, ast.Constant)
-                    and k.value.value is True for k in call.keywords)
+                    k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
+                    for k in call.keywords
+                )
                 if not safe:
                     found.append(f"{rel}:{node.lineno} torch.load without weights_only=True")
             elif parts[-2:] in _UNPICKLERS and (rel, ".".join(parts[-2:])) not in _ALLOWED:
                 found.append(f"{rel}:{node.lineno} {name}")
-            elif parts[-1] == "load" and parts[0] in ("np", "numpy") and call is not None and any(
-                    k.arg == "allow_pickle" for k in call.keywords):
+            elif (
+                parts[-1] == "load"
+                and parts[0] in ("np", "numpy")
+                and call is not None
+                and any(k.arg == "allow_pickle" for k in call.keywords)
+            ):
                 found.append(f"{rel}:{node.lineno} {name}(allow_pickle=...)")
     return found
 
@@ -387,13 +453,14 @@ def test_no_source_unpickles_outside_data():
 def test_the_scan_catches_what_it_must(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
     bad = tmp_path / "bad.py"
-    bad.write_text("import pickle as pk\nfrom torch import load\nimport torch\n"
-                   "pk.loads(b'')\nload('w.pt')\ntorch.load('w.pt', weights_only=False)\n"
-                   "torch.load(\n  'w.pt',\n)\nclass U(pk.Unpickler): pass\n"
-                   "torch.load('ok.pt', weights_only=True)\n")
+    bad.write_text(
+        "import pickle as pk\nfrom torch import load\nimport torch\n"
+        "pk.loads(b'')\nload('w.pt')\ntorch.load('w.pt', weights_only=False)\n"
+        "torch.load(\n  'w.pt',\n)\nclass U(pk.Unpickler): pass\n"
+        "torch.load('ok.pt', weights_only=True)\n"
+    )
     hits = sorted(unpickling_calls(bad), key=lambda h: int(h.split()[0].split(":")[1]))
-    assert [h.split()[0] for h in hits] == ["bad.py:4", "bad.py:5", "bad.py:6", "bad.py:7",
-                                            "bad.py:10"], hits
+    assert [h.split()[0] for h in hits] == ["bad.py:4", "bad.py:5", "bad.py:6", "bad.py:7", "bad.py:10"], hits
 
 
 class _Payload:
@@ -408,8 +475,7 @@ def test_the_table_reader_refuses_every_class(protocol, payload, capsys):
 
     from evolution.nb201 import load_table_file
 
-    objects = {"callable": {"a": _Payload()}, "class": {"a": _Payload},
-               "numpy": {"a": np.zeros(2)}}
+    objects = {"callable": {"a": _Payload()}, "class": {"a": _Payload}, "numpy": {"a": np.zeros(2)}}
     data = pickle.dumps(objects[payload], protocol=protocol)
     assert any(op.name in ("GLOBAL", "STACK_GLOBAL", "INST") for op, _, _ in pickletools.genops(data))
     with pytest.raises((pickle.UnpicklingError, ValueError)):
@@ -421,12 +487,12 @@ def test_the_table_reader_refuses_globals_by_every_opcode():
     from evolution.nb201 import load_table_file
 
     hostile = [
-        b"cos\nsystem\n(S'true'\ntR.",                 # GLOBAL + REDUCE
-        b"(cos\nsystem\nS'true'\no.",                   # OBJ
-        b"(S'true'\nios\nsystem\n.",                    # INST
+        b"cos\nsystem\n(S'true'\ntR.",  # GLOBAL + REDUCE
+        b"(cos\nsystem\nS'true'\no.",  # OBJ
+        b"(S'true'\nios\nsystem\n.",  # INST
         b"\x80\x04\x8c\x02os\x8c\x06system\x93S'true'\n\x85R.",  # STACK_GLOBAL
-        b"\x80\x02\x82\x01.",                           # EXT1: unregistered extension code
-        b"\x80\x02P1\n.",                               # PERSID
+        b"\x80\x02\x82\x01.",  # EXT1: unregistered extension code
+        b"\x80\x02P1\n.",  # PERSID
     ]
     for data in hostile:
         with pytest.raises((pickle.UnpicklingError, ValueError)):

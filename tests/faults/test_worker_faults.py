@@ -34,9 +34,16 @@ def lab(tmp_path_factory):
         log(event)
 
     ray.cloudpickle.register_pickle_by_value(fault_models)
-    with EvaluationPool(workers=2, timeout_s=120, max_retries=2, build_model=fault_models.build,
-                        heartbeat_s=0.5, lease_s=4.0, start_grace_s=90,
-                        on_lease=on_lease) as pool:
+    with EvaluationPool(
+        workers=2,
+        timeout_s=120,
+        max_retries=2,
+        build_model=fault_models.build,
+        heartbeat_s=0.5,
+        lease_s=4.0,
+        start_grace_s=90,
+        on_lease=on_lease,
+    ) as pool:
         yield pool, store, run_id, events, folder
     ray.cloudpickle.unregister_pickle_by_value(fault_models)
     store.close()
@@ -44,8 +51,14 @@ def lab(tmp_path_factory):
 
 def _request(kind, folder, **fields):
     text = f"{kind}:{folder}"
-    return EvalRequest(genome_yaml=text, genome_id=hashlib.sha256(text.encode()).hexdigest(),
-                       task="mqar", fidelity=2, seed=0, **fields)
+    return EvalRequest(
+        genome_yaml=text,
+        genome_id=hashlib.sha256(text.encode()).hexdigest(),
+        task="mqar",
+        fidelity=2,
+        seed=0,
+        **fields,
+    )
 
 
 def _calls(folder, kind) -> int:
@@ -65,10 +78,14 @@ def test_sigkilled_worker_is_retried_and_committed_once(lab, tmp_path, tally):
     assert _calls(tmp_path, "sigkill-once") == 2  # killed once, evaluated once more
     # committed twice (a retried commit): one evaluation row
     genome = GenomeIn(request.genome_id, request.genome_yaml, "x")
-    payload = dict(genomes=[genome], individuals=[IndividualIn(0, genome.id, 0)],
-                   evaluations=[EvaluationIn(genome.id, "mqar", 2, 0, result.status,
-                                             result.metrics, individual=by_slot(0))],
-                   members=[by_slot(0)])
+    payload = dict(
+        genomes=[genome],
+        individuals=[IndividualIn(0, genome.id, 0)],
+        evaluations=[
+            EvaluationIn(genome.id, "mqar", 2, 0, result.status, result.metrics, individual=by_slot(0))
+        ],
+        members=[by_slot(0)],
+    )
     generation = store.get_run(run_id).last_generation + 1
     store.commit_generation(run_id, generation, **payload)
     store.commit_generation(run_id, generation, **payload)

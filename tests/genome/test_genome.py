@@ -16,13 +16,20 @@ def tiny_doc() -> dict:
             {"id": "s0", "type": "structural", "settings": {"d_model": 32, "vocab": 40}},
             {"id": "r1", "type": "regulatory", "bases": [{"base": "C", "kind": "gate"}]},
             {"id": "p1", "type": "promoter", "settings": {"copies": 2}},
-            {"id": "c1", "type": "coding", "bases": [
-                {"base": "T", "kind": "attention", "params": {"heads": 4}},
-                {"base": "A", "kind": "swiglu"}]},
+            {
+                "id": "c1",
+                "type": "coding",
+                "bases": [
+                    {"base": "T", "kind": "attention", "params": {"heads": 4}},
+                    {"base": "A", "kind": "swiglu"},
+                ],
+            },
             {"id": "c2", "type": "coding", "bases": [{"base": "T", "kind": "mamba"}]},
         ],
-        "edges": [{"source": "r1", "target": "c1", "kind": "activates"},
-                  {"source": "c1", "target": "c2", "kind": "loop"}],
+        "edges": [
+            {"source": "r1", "target": "c1", "kind": "activates"},
+            {"source": "c1", "target": "c2", "kind": "loop"},
+        ],
     }
 
 
@@ -64,32 +71,38 @@ def _broken(mutate) -> dict:
 
 BAD = {
     "unknown base": (lambda d: d["regions"][3]["bases"][0].update(base="X"), "unknown base type"),
-    "unknown kind": (lambda d: d["regions"][3]["bases"][0].update(kind="transformerz"),
-                     "unknown kind"),
-    "kind on wrong base": (lambda d: d["regions"][3]["bases"][0].update(base="A"),
-                           "not allowed on a A base"),
-    "dangling edge": (lambda d: d["edges"].append(
-        {"source": "r1", "target": "nowhere", "kind": "activates"}), "no region"),
-    "cyclic edge": (lambda d: d["edges"].append(
-        {"source": "c2", "target": "c1", "kind": "loop"}), "downstream"),
-    "non-integer": (lambda d: d["regions"][3]["bases"][0]["params"].update(heads=4.0),
-                    "must be an integer"),
-    "string number": (lambda d: d["regions"][0]["settings"].update(d_model="32"),
-                      "must be an integer"),
-    "absurd width": (lambda d: d["regions"][0]["settings"].update(d_model=10**12),
-                     "above the maximum"),
-    "bool as int": (lambda d: d["regions"][2]["settings"].update(copies=True),
-                    "must be an integer"),
-    "heads not dividing": (lambda d: d["regions"][3]["bases"][0]["params"].update(heads=5),
-                           "does not divide"),
-    "promoter at end": (lambda d: d["regions"].append(
-        {"id": "p9", "type": "promoter", "settings": {}}), "followed by a coding region"),
+    "unknown kind": (lambda d: d["regions"][3]["bases"][0].update(kind="transformerz"), "unknown kind"),
+    "kind on wrong base": (lambda d: d["regions"][3]["bases"][0].update(base="A"), "not allowed on a A base"),
+    "dangling edge": (
+        lambda d: d["edges"].append({"source": "r1", "target": "nowhere", "kind": "activates"}),
+        "no region",
+    ),
+    "cyclic edge": (
+        lambda d: d["edges"].append({"source": "c2", "target": "c1", "kind": "loop"}),
+        "downstream",
+    ),
+    "non-integer": (lambda d: d["regions"][3]["bases"][0]["params"].update(heads=4.0), "must be an integer"),
+    "string number": (lambda d: d["regions"][0]["settings"].update(d_model="32"), "must be an integer"),
+    "absurd width": (lambda d: d["regions"][0]["settings"].update(d_model=10**12), "above the maximum"),
+    "bool as int": (lambda d: d["regions"][2]["settings"].update(copies=True), "must be an integer"),
+    "heads not dividing": (
+        lambda d: d["regions"][3]["bases"][0]["params"].update(heads=5),
+        "does not divide",
+    ),
+    "promoter at end": (
+        lambda d: d["regions"].append({"id": "p9", "type": "promoter", "settings": {}}),
+        "followed by a coding region",
+    ),
     "no structural": (lambda d: d["regions"].pop(0), "exactly one structural"),
     "duplicate ids": (lambda d: d["regions"][4].update(id="c1"), "duplicate region id"),
-    "A base in regulatory": (lambda d: d["regions"][1]["bases"].append(
-        {"base": "A", "kind": "mlp"}), "cannot live in a regulatory region"),
-    "shares incompatible": (lambda d: d["edges"].append(
-        {"source": "c1", "target": "c2", "kind": "shares"}), "duplicate edge"),
+    "A base in regulatory": (
+        lambda d: d["regions"][1]["bases"].append({"base": "A", "kind": "mlp"}),
+        "cannot live in a regulatory region",
+    ),
+    "shares incompatible": (
+        lambda d: d["edges"].append({"source": "c1", "target": "c2", "kind": "shares"}),
+        "duplicate edge",
+    ),
     "unknown field": (lambda d: d["regions"][0].update(extra=1), "unknown field"),
 }
 
@@ -107,16 +120,23 @@ def test_validation_refuses_with_one_line_reason(name):
 def test_layer_budget_is_enforced():
     doc = tiny_doc()
     doc["regions"][2]["settings"]["copies"] = 512
-    doc["regions"][3]["bases"] *= 4   # 512 copies x 8 bases = 4096 layers
+    doc["regions"][3]["bases"] *= 4  # 512 copies x 8 bases = 4096 layers
     with pytest.raises(GenomeError, match="layers"):
         Genome.from_dict(doc)
 
 
 def test_shares_needs_identical_genes():
     doc = tiny_doc()
-    doc["regions"].append({"id": "c3", "type": "coding",
-                           "bases": [{"base": "T", "kind": "attention", "params": {"heads": 2}},
-                                     {"base": "A", "kind": "swiglu"}]})
+    doc["regions"].append(
+        {
+            "id": "c3",
+            "type": "coding",
+            "bases": [
+                {"base": "T", "kind": "attention", "params": {"heads": 2}},
+                {"base": "A", "kind": "swiglu"},
+            ],
+        }
+    )
     doc["edges"].append({"source": "c1", "target": "c3", "kind": "shares"})
     with pytest.raises(GenomeError, match="identical genes"):
         Genome.from_dict(doc)

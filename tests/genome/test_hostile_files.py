@@ -14,8 +14,7 @@ from evolution.cli import main
 
 BILLION_LAUGHS = "\n".join(
     ["a: &a [x, x, x, x, x, x, x, x, x]"]
-    + [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}" + f", *{chr(97 + i)}" * 8 + "]"
-       for i in range(8)]
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}" + f", *{chr(97 + i)}" * 8 + "]" for i in range(8)]
     + ["regions: *i"]
 )
 
@@ -31,8 +30,7 @@ HOSTILE: dict[str, bytes] = {
     "absurd width": b"regions:\n- {id: s0, type: structural, settings: {d_model: 1000000000000}}\n",
     "huge float": b"regions:\n- {id: s0, type: structural, settings: {rope_theta: 1e400}}\n",
     "nan": b"regions:\n- {id: s0, type: structural, settings: {rope_theta: .nan}}\n",
-    "enormous int": b"regions:\n- {id: s0, type: structural, settings: {d_model: " + b"9" * 5000
-                    + b"}}\n",
+    "enormous int": b"regions:\n- {id: s0, type: structural, settings: {d_model: " + b"9" * 5000 + b"}}\n",
     "empty file": b"",
     "scalar document": b"42\n",
     "list document": b"- a\n- b\n",
@@ -61,8 +59,12 @@ def test_validate_refuses_hostile_file(name, tmp_path, capsys):
 def test_validate_in_a_fresh_process_prints_no_traceback(tmp_path):
     path = tmp_path / "bomb.yaml"
     path.write_bytes(HOSTILE["alias bomb"])
-    proc = subprocess.run([sys.executable, "-m", "evolution.cli", "genome", "validate", str(path)],
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evolution.cli", "genome", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "alias" in proc.stderr

@@ -36,9 +36,7 @@ def outputs_and_grads(
     """Run fn(*inputs) and back-propagate random cotangents (same seed for every backend)."""
     outs = list(fn(*inputs))
     gen = torch.Generator().manual_seed(seed)
-    cotangents = [
-        torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device) for o in outs
-    ]
+    cotangents = [torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device) for o in outs]
     leaves = [x for x in inputs if x is not None and x.requires_grad]
     grads = torch.autograd.grad(outs, leaves, cotangents, allow_unused=True)
     return outs, [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, leaves, strict=True)]

@@ -23,15 +23,19 @@ def sequential(q, k, v, g, h0):
     return torch.stack(outs, 2), S
 
 
-def make_inputs(batch, heads, length, dk, dv, *, per_channel, decay="mixed", seed=0,
-                dtype=torch.float64):
+def make_inputs(batch, heads, length, dk, dv, *, per_channel, decay="mixed", seed=0, dtype=torch.float64):
     gen = torch.Generator().manual_seed(seed)
     rand = lambda *s: torch.randn(*s, generator=gen, dtype=dtype)  # noqa: E731
     g_shape = (batch, heads, length, dk) if per_channel else (batch, heads, length)
     scale = {"strong": 30.0, "weak": 1e-4, "mixed": 1.0}[decay]
     g = -scale * torch.rand(*g_shape, generator=gen, dtype=dtype)
-    return (rand(batch, heads, length, dk), rand(batch, heads, length, dk),
-            rand(batch, heads, length, dv), g, rand(batch, heads, dk, dv))
+    return (
+        rand(batch, heads, length, dk),
+        rand(batch, heads, length, dk),
+        rand(batch, heads, length, dv),
+        g,
+        rand(batch, heads, dk, dv),
+    )
 
 
 def _fn(backend, chunk_size=64):
@@ -54,8 +58,7 @@ def test_chunked_reference_matches_sequential(per_channel, length, chunk_size, d
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     "per_channel,length,dv,decay",
-    [(True, 37, 3, "mixed"), (False, 1, 5, "mixed"), (True, 20, 70, "strong"),
-     (False, 63, 3, "weak")],
+    [(True, 37, 3, "mixed"), (False, 1, 5, "mixed"), (True, 20, 70, "strong"), (False, 63, 3, "weak")],
 )
 def test_backend_matches_sequential(backend, per_channel, length, dv, decay) -> None:
     device = device_for(backend)
@@ -83,10 +86,12 @@ def test_split_and_resume_equals_full_run(backend, per_channel) -> None:
     q, k, v, g, h0 = (t.to(device) for t in make_inputs(2, 2, 29, 4, 3, per_channel=per_channel))
     o_full, s_full = gated_linear_recurrence(q, k, v, g, h0, chunk_size=8, backend=backend)
     cut = 13
-    o1, s1 = gated_linear_recurrence(q[:, :, :cut], k[:, :, :cut], v[:, :, :cut],
-                                     g[:, :, :cut], h0, chunk_size=8, backend=backend)
-    o2, s2 = gated_linear_recurrence(q[:, :, cut:], k[:, :, cut:], v[:, :, cut:],
-                                     g[:, :, cut:], s1, chunk_size=8, backend=backend)
+    o1, s1 = gated_linear_recurrence(
+        q[:, :, :cut], k[:, :, :cut], v[:, :, :cut], g[:, :, :cut], h0, chunk_size=8, backend=backend
+    )
+    o2, s2 = gated_linear_recurrence(
+        q[:, :, cut:], k[:, :, cut:], v[:, :, cut:], g[:, :, cut:], s1, chunk_size=8, backend=backend
+    )
     torch.testing.assert_close(torch.cat([o1, o2], 2), o_full, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(s2, s_full, rtol=1e-10, atol=1e-10)
 

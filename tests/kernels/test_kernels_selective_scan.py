@@ -16,8 +16,15 @@ BACKENDS = fast_backends(cpu_path=True)
 
 
 def make_inputs(
-    batch: int, dim: int, state: int, length: int, layout: str, *, decay: str = "mixed",
-    dtype: torch.dtype = torch.float64, seed: int = 0,
+    batch: int,
+    dim: int,
+    state: int,
+    length: int,
+    layout: str,
+    *,
+    decay: str = "mixed",
+    dtype: torch.dtype = torch.float64,
+    seed: int = 0,
 ) -> dict[str, torch.Tensor]:
     """Random inputs; layout is 'const', 'shared' (batch, N, L) or 'groups' (batch, 2, N, L)."""
     gen = torch.Generator().manual_seed(seed)
@@ -26,15 +33,23 @@ def make_inputs(
         return torch.randn(*shape, generator=gen, dtype=dtype)
 
     operand_shape = {
-        "const": (dim, state), "shared": (batch, state, length), "groups": (batch, 2, state, length)
+        "const": (dim, state),
+        "shared": (batch, state, length),
+        "groups": (batch, 2, state, length),
     }[layout]
     # strong: exp(dt * A) ~ e^-20 per step; weak: ~ 1 - 1e-4
     magnitude = {"strong": 40.0, "weak": 1e-4, "mixed": 2.0}[decay]
     A = -magnitude * (0.5 + torch.rand(dim, state, generator=gen, dtype=dtype))
     return dict(
-        u=rand(batch, dim, length), delta=rand(batch, dim, length) * 0.5, A=A,
-        B=rand(*operand_shape), C=rand(*operand_shape), D=rand(dim), z=rand(batch, dim, length),
-        delta_bias=rand(dim) * 0.5, initial_state=rand(batch, dim, state),
+        u=rand(batch, dim, length),
+        delta=rand(batch, dim, length) * 0.5,
+        A=A,
+        B=rand(*operand_shape),
+        C=rand(*operand_shape),
+        D=rand(dim),
+        z=rand(batch, dim, length),
+        delta_bias=rand(dim) * 0.5,
+        initial_state=rand(batch, dim, state),
     )
 
 
@@ -45,6 +60,7 @@ def independent_loop(u, delta, A, B, C, D, z, delta_bias, initial_state):
     dt = F.softplus(delta + delta_bias.double()[:, None])
     h = initial_state.double().clone()
     ys = torch.zeros(batch, dim, length, dtype=torch.float64)
+
     def at(M: torch.Tensor, t: int) -> torch.Tensor:  # (batch or 1, dim, N) operand at step t
         if M.dim() == 2:
             return M.double()[None]
@@ -61,9 +77,21 @@ def independent_loop(u, delta, A, B, C, D, z, delta_bias, initial_state):
 def call(backend: str, inputs: dict[str, torch.Tensor], **extra):
     def fn(u, delta, A, B, C, D, z, delta_bias, initial_state):
         return selective_scan(
-            u, delta, A, B, C, D=D, z=z, delta_bias=delta_bias, delta_softplus=True,
-            return_last_state=True, backend=backend, initial_state=initial_state, **extra,
+            u,
+            delta,
+            A,
+            B,
+            C,
+            D=D,
+            z=z,
+            delta_bias=delta_bias,
+            delta_softplus=True,
+            return_last_state=True,
+            backend=backend,
+            initial_state=initial_state,
+            **extra,
         )
+
     return fn
 
 
@@ -76,8 +104,13 @@ def test_reference_matches_independent_loop(layout: str, length: int) -> None:
     inputs = make_inputs(2, 6, 5, length, layout)
     args = [inputs[k] for k in ORDER]
     y, last = reference.selective_scan(
-        *args[:5], D=args[5], z=args[6], delta_bias=args[7], delta_softplus=True,
-        return_last_state=True, initial_state=args[8],
+        *args[:5],
+        D=args[5],
+        z=args[6],
+        delta_bias=args[7],
+        delta_softplus=True,
+        return_last_state=True,
+        initial_state=args[8],
     )
     y_want, last_want = independent_loop(*args)
     torch.testing.assert_close(y, y_want, rtol=1e-10, atol=1e-10)
@@ -86,10 +119,15 @@ def test_reference_matches_independent_loop(layout: str, length: int) -> None:
 
 def _cases(backend: str) -> list[tuple[str, int, str]]:
     if backend == "triton":  # interpreter: tiny shapes, few cases
-        return [("groups", 37, "mixed"), ("const", 1, "mixed"), ("shared", 63, "strong"),
-                ("shared", 5, "weak")]
-    return [(layout, length, "mixed") for layout in ("const", "shared", "groups")
-            for length in (1, 37, 63, 100)] + [("groups", 100, "strong"), ("groups", 100, "weak")]
+        return [
+            ("groups", 37, "mixed"),
+            ("const", 1, "mixed"),
+            ("shared", 63, "strong"),
+            ("shared", 5, "weak"),
+        ]
+    return [
+        (layout, length, "mixed") for layout in ("const", "shared", "groups") for length in (1, 37, 63, 100)
+    ] + [("groups", 100, "strong"), ("groups", 100, "weak")]
 
 
 @pytest.mark.parametrize(
@@ -113,8 +151,7 @@ def test_backend_float32_and_half_io(backend: str) -> None:
     device = device_for(backend)
     inputs = make_inputs(2, 4, 3, 9, "shared", dtype=torch.float32)
     want, want_grads = outputs_and_grads(call("torch", inputs), [leaf(inputs[k]) for k in ORDER])
-    got, got_grads = outputs_and_grads(call(backend, inputs),
-                                       [leaf(inputs[k], device) for k in ORDER])
+    got, got_grads = outputs_and_grads(call(backend, inputs), [leaf(inputs[k], device) for k in ORDER])
     assert_all_close(got, want, "float32 outputs", rtol=1e-4, atol=1e-5)
     assert_all_close(got_grads, want_grads, "float32 grads", rtol=1e-4, atol=1e-4)
     half = {k: v.to(device) for k, v in inputs.items()}
@@ -160,12 +197,21 @@ def test_optional_arguments_default_like_mamba() -> None:
 
 @pytest.mark.parametrize(
     "change,message",
-    [(dict(A=torch.zeros(5, 2)), "A must be"), (dict(B=torch.zeros(1, 4, 2, 8)), "B must be"),
-     (dict(D=torch.zeros(2)), "D must be"), (dict(initial_state=torch.zeros(1, 3, 3)), "initial")],
+    [
+        (dict(A=torch.zeros(5, 2)), "A must be"),
+        (dict(B=torch.zeros(1, 4, 2, 8)), "B must be"),
+        (dict(D=torch.zeros(2)), "D must be"),
+        (dict(initial_state=torch.zeros(1, 3, 3)), "initial"),
+    ],
 )
 def test_bad_shapes_are_rejected(change, message) -> None:
-    args = dict(u=torch.zeros(1, 3, 8), delta=torch.zeros(1, 3, 8), A=torch.zeros(3, 2),
-                B=torch.zeros(1, 2, 8), C=torch.zeros(1, 2, 8))
+    args = dict(
+        u=torch.zeros(1, 3, 8),
+        delta=torch.zeros(1, 3, 8),
+        A=torch.zeros(3, 2),
+        B=torch.zeros(1, 2, 8),
+        C=torch.zeros(1, 2, 8),
+    )
     args.update(change)
     with pytest.raises(ValueError, match=message):
         selective_scan(**args, backend="torch")
@@ -190,7 +236,6 @@ def test_failed_build_warns_and_auto_falls_back(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(cpu, "_extension", lambda: None)
     inputs = make_inputs(1, 3, 2, 5, "shared")
     args = [inputs[k] for k in ORDER]
-    assert_all_close(call("auto", inputs)(*args), call("torch", inputs)(*args), "fallback",
-                     rtol=0, atol=0)
+    assert_all_close(call("auto", inputs)(*args), call("torch", inputs)(*args), "fallback", rtol=0, atol=0)
     with pytest.raises(RuntimeError, match="could not be built"):
         call("cpu", inputs)(*args)

@@ -11,8 +11,7 @@ from kernels import WKVState, wkv, wkv_with_state
 BACKENDS = fast_backends(cpu_path=False)
 
 
-def make_inputs(batch, length, channels, *, key_scale=1.0, decay="mixed", dtype=torch.float64,
-                seed=0):
+def make_inputs(batch, length, channels, *, key_scale=1.0, decay="mixed", dtype=torch.float64, seed=0):
     gen = torch.Generator().manual_seed(seed)
     w = {"strong": 8.0, "weak": 1e-4, "mixed": 1.0}[decay] * torch.rand(
         channels, generator=gen, dtype=dtype
@@ -28,7 +27,7 @@ def closed_form(w, u, k, v):
     w, u, k, v = (t.double() for t in (w, u, k, v))
     length = k.shape[1]
     t_idx = torch.arange(length, dtype=torch.float64)
-    lag = (t_idx[:, None] - 1 - t_idx[None, :])  # (t, i): t - 1 - i
+    lag = t_idx[:, None] - 1 - t_idx[None, :]  # (t, i): t - 1 - i
     past = -lag[None, :, :, None] * w + k[:, None, :, :]  # (B, t, i, C)
     past = past.masked_fill((lag < 0)[None, :, :, None], float("-inf"))
     exponents = torch.cat([past, (u + k)[:, :, None, :]], dim=2)  # (B, t, i | self, C)
@@ -48,41 +47,41 @@ def _with_state(backend):
     def fn(w, u, k, v, num, den, top):
         y, state = wkv_with_state(w, u, k, v, WKVState(num, den, top), backend=backend)
         return y, *state
+
     return fn
-
-
 
 
 def _run_state(backend, inputs, state, device):
     leaves = [leaf(t, device) for t in (*inputs, *state)]
     y, num, den, top = _with_state(backend)(*leaves)
     gen = torch.Generator().manual_seed(7)
-    gy, gnum, gden = (torch.randn(t.shape, generator=gen, dtype=t.dtype).to(device)
-                      for t in (y, num, den))
+    gy, gnum, gden = (torch.randn(t.shape, generator=gen, dtype=t.dtype).to(device) for t in (y, num, den))
     gmax = (gnum * num + gden * den).detach()  # the state's redundant coordinate: see wkv docs
-    grads = torch.autograd.grad((y, num, den, top), leaves, (gy, gnum, gden, gmax),
-                                allow_unused=True)
+    grads = torch.autograd.grad((y, num, den, top), leaves, (gy, gnum, gden, gmax), allow_unused=True)
     grads = [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, leaves, strict=True)]
     return [y, num, den, top], grads
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("length,key_scale,decay", [(1, 1.0, "mixed"), (37, 1.0, "strong"),
-                                                    (20, 50.0, "weak"), (63, 1.0, "mixed")])
+@pytest.mark.parametrize(
+    "length,key_scale,decay", [(1, 1.0, "mixed"), (37, 1.0, "strong"), (20, 50.0, "weak"), (63, 1.0, "mixed")]
+)
 def test_backend_matches_reference_float64(backend, length, key_scale, decay) -> None:
     device = device_for(backend)
     inputs = make_inputs(2, length, 5, key_scale=key_scale, decay=decay)
-    want, want_grads = outputs_and_grads(lambda *a: [wkv(*a, backend="torch")],
-                                         [leaf(t) for t in inputs])
-    got, got_grads = outputs_and_grads(lambda *a: [wkv(*a, backend=backend)],
-                                       [leaf(t, device) for t in inputs])
+    want, want_grads = outputs_and_grads(lambda *a: [wkv(*a, backend="torch")], [leaf(t) for t in inputs])
+    got, got_grads = outputs_and_grads(
+        lambda *a: [wkv(*a, backend=backend)], [leaf(t, device) for t in inputs]
+    )
     assert_all_close(got, want, "y", rtol=1e-9, atol=1e-10)
     assert_all_close(got_grads, want_grads, "grads", rtol=1e-8, atol=1e-9)
 
     gen = torch.Generator().manual_seed(3)
-    state = (torch.randn(2, 5, generator=gen, dtype=torch.float64),
-             torch.rand(2, 5, generator=gen, dtype=torch.float64) + 0.5,
-             3 * torch.randn(2, 5, generator=gen, dtype=torch.float64))
+    state = (
+        torch.randn(2, 5, generator=gen, dtype=torch.float64),
+        torch.rand(2, 5, generator=gen, dtype=torch.float64) + 0.5,
+        3 * torch.randn(2, 5, generator=gen, dtype=torch.float64),
+    )
     want, want_grads = _run_state("torch", inputs, state, "cpu")
     got, got_grads = _run_state(backend, inputs, state, device)
     assert_all_close(got, want, "y and state", rtol=1e-9, atol=1e-10)

@@ -20,26 +20,31 @@ from phenotype.blocks.base import BlockConfig
 KERNEL_OPS = ("selective_scan", "wkv", "wkv_with_state", "gated_linear_recurrence")
 
 
-def genome_doc(bases: list[dict[str, Any]], d_model: int = 32, copies: int = 1,
-               **structural: Any) -> dict[str, Any]:
-    settings = {"d_model": d_model, "vocab": 61, "max_len": 64, "positions": "rope",
-                **structural}
-    return {"regions": [
-        {"id": "s0", "type": "structural", "settings": settings},
-        {"id": "p1", "type": "promoter", "settings": {"copies": copies}},
-        {"id": "c1", "type": "coding", "bases": bases},
-    ]}
+def genome_doc(
+    bases: list[dict[str, Any]], d_model: int = 32, copies: int = 1, **structural: Any
+) -> dict[str, Any]:
+    settings = {"d_model": d_model, "vocab": 61, "max_len": 64, "positions": "rope", **structural}
+    return {
+        "regions": [
+            {"id": "s0", "type": "structural", "settings": settings},
+            {"id": "p1", "type": "promoter", "settings": {"copies": copies}},
+            {"id": "c1", "type": "coding", "bases": bases},
+        ]
+    }
 
 
-def block_genome(kind: str, params: dict[str, Any] | None = None, d_model: int = 32,
-                 **structural: Any) -> Genome:
+def block_genome(
+    kind: str, params: dict[str, Any] | None = None, d_model: int = 32, **structural: Any
+) -> Genome:
     base = KINDS[kind].bases[0]
-    return Genome.from_dict(genome_doc([{"base": base, "kind": kind, "params": params or {}}],
-                                       d_model, **structural))
+    return Genome.from_dict(
+        genome_doc([{"base": base, "kind": kind, "params": params or {}}], d_model, **structural)
+    )
 
 
-def block_config(kind: str, params: dict[str, Any] | None = None, d_model: int = 32,
-                 **structural: Any) -> BlockConfig:
+def block_config(
+    kind: str, params: dict[str, Any] | None = None, d_model: int = 32, **structural: Any
+) -> BlockConfig:
     cfg = model_config(block_genome(kind, params, d_model, **structural))
     return cfg.stages[0].layers[0].block
 
@@ -58,10 +63,12 @@ def state_elements(state: Any) -> int:
 @contextlib.contextmanager
 def kernels_unseen(monkeypatch):
     """Run kernel ops outside any dispatch mode, so a FlopCounterMode does not count them."""
+
     def hidden(fn):
         def call(*args, **kwargs):
             with _disable_current_modes():
                 return fn(*args, **kwargs)
+
         return call
 
     for name in KERNEL_OPS:

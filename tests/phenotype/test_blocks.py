@@ -20,9 +20,9 @@ from phenotype import REGISTRY
 
 # Variants beyond each kind's defaults: (kind, params, structural overrides).
 VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-    ("attention", {"heads": 4, "kv_heads": 2}, {}),                       # GQA
-    ("attention", {"heads": 4, "kv_heads": 1, "qk_norm": True}, {}),      # MQA + QK-norm
-    ("attention", {"heads": 4, "window": 4}, {}),                         # sliding window
+    ("attention", {"heads": 4, "kv_heads": 2}, {}),  # GQA
+    ("attention", {"heads": 4, "kv_heads": 1, "qk_norm": True}, {}),  # MQA + QK-norm
+    ("attention", {"heads": 4, "window": 4}, {}),  # sliding window
     ("attention", {"heads": 4}, {"positions": "alibi"}),
     ("attention", {"heads": 3, "head_dim": 8, "window": 5}, {"positions": "alibi"}),
     ("attention", {"heads": 2}, {"positions": "none", "bias": True}),
@@ -39,10 +39,12 @@ VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("linear_attention", {"heads": 2, "feature": "relu"}, {}),
     ("retention", {"heads": 2, "v_head_dim": 32}, {}),
     ("rwkv_channel", {"hidden": 40}, {}),
-    ("dna", {"width": 12, "reactions": 5, "d_state": 3, "species": 3, "lanes": 2,
-             "window": 2}, {"bias": True}),
-    ("strand_attention", {"heads": 4, "kv_heads": 2, "window": 6, "scales": 2},
-     {"positions": "alibi"}),
+    (
+        "dna",
+        {"width": 12, "reactions": 5, "d_state": 3, "species": 3, "lanes": 2, "window": 2},
+        {"bias": True},
+    ),
+    ("strand_attention", {"heads": 4, "kv_heads": 2, "window": 6, "scales": 2}, {"positions": "alibi"}),
     ("expression", {"hidden": 20, "activation": "silu"}, {"bias": True}),
     ("tetra", {"window": 1, "stride": 3, "levels": 2, "rounds": 3}, {"bias": True}),
     ("tetra", {"window": 0, "levels": 1, "rounds": 1}, {}),
@@ -108,10 +110,10 @@ def test_block_contract(case, monkeypatch):
         # Causality: changing the future leaves the past unchanged.
         t = T // 2
         x2 = x.clone()
-        x2[:, t + 1:] += torch.randn(B, T - t - 1, d, dtype=x.dtype, generator=gen)
+        x2[:, t + 1 :] += torch.randn(B, T - t - 1, d, dtype=x.dtype, generator=gen)
         y2 = module(x2)
         torch.testing.assert_close(y2[:, : t + 1], y[:, : t + 1], rtol=0, atol=1e-12)
-        assert not torch.allclose(y2[:, t + 1:], y[:, t + 1:])
+        assert not torch.allclose(y2[:, t + 1 :], y[:, t + 1 :])
 
         # The recurrent form equals the parallel form, and holds what it says it holds.
         state = module.init_state(B)
@@ -141,11 +143,17 @@ def test_regulatory_contract(kind, monkeypatch):
     from genome import Genome
     from phenotype import account, decode
 
-    doc = genome_doc([{"base": "T", "kind": "attention", "params": {"heads": 2}},
-                      {"base": "A", "kind": "swiglu", "params": {}}], copies=2)
-    doc["regions"].insert(1, {"id": "r0", "type": "regulatory",
-                              "bases": [{"base": "C", "kind": kind, "params": {}}]})
-    if kind == "gate":      # a gate's signal reaches its target through an edge
+    doc = genome_doc(
+        [
+            {"base": "T", "kind": "attention", "params": {"heads": 2}},
+            {"base": "A", "kind": "swiglu", "params": {}},
+        ],
+        copies=2,
+    )
+    doc["regions"].insert(
+        1, {"id": "r0", "type": "regulatory", "bases": [{"base": "C", "kind": kind, "params": {}}]}
+    )
+    if kind == "gate":  # a gate's signal reaches its target through an edge
         doc["edges"] = [{"source": "r0", "target": "c1", "kind": "activates"}]
     genome = Genome.from_dict(doc)
     torch.manual_seed(0)

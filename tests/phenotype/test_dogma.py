@@ -26,7 +26,7 @@ def test_each_path_is_causal_and_passes_gradients_in_training(path):
     y = getattr(block, path)(x)
     x2 = x.detach().clone()
     x2[:, 7:] += 1.0
-    torch.manual_seed(5)          # the same Gumbel noise for path C
+    torch.manual_seed(5)  # the same Gumbel noise for path C
     y2 = getattr(block, path)(x2)
     torch.testing.assert_close(y2[:, :7], y[:, :7], rtol=0, atol=1e-12)
     y.sum().backward()
@@ -37,13 +37,13 @@ def test_stochastic_path_samples_average_to_the_evaluation_expectation():
     block = _block()
     x = torch.randn(1, 3, 16, dtype=torch.float64)
     block.eval()
-    expected = prefix_products(block._transition(x))[..., 0]            # (1, 3, L, S)
+    expected = prefix_products(block._transition(x))[..., 0]  # (1, 3, L, S)
     block.train()
     torch.manual_seed(0)
     xs = x.expand(4000, -1, -1)
     with torch.no_grad():
         sampled = prefix_products(block._transition(xs))[..., 0]
-    torch.testing.assert_close(sampled, sampled.round())            # molecules, not mixtures
+    torch.testing.assert_close(sampled, sampled.round())  # molecules, not mixtures
     torch.testing.assert_close(sampled.mean(0), expected[0], rtol=0, atol=0.04)
 
 
@@ -69,5 +69,4 @@ def test_hybridisation_energy_is_a_learned_function_of_distance():
     energy = att.hybridisation_energy(t[:, None] - t[None, :])
     d = torch.tensor(3.0, dtype=torch.float64)
     loop = -torch.nn.functional.softplus(att.entropy) * torch.log1p(d)
-    torch.testing.assert_close(energy[:, 4, 1], loop + torch.stack([torch.exp(-d),
-                                                                    2 * torch.exp(-d / 4)]))
+    torch.testing.assert_close(energy[:, 4, 1], loop + torch.stack([torch.exp(-d), 2 * torch.exp(-d / 4)]))

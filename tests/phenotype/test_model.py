@@ -23,58 +23,111 @@ def _base(b, kind, **params):
 MIXED_A = {
     "regions": [
         {"id": "s0", "type": "structural", "settings": STRUCTURAL},
-        {"id": "r1", "type": "regulatory", "bases": [
-            _base("C", "gate", hidden=8), _base("C", "allosteric", k=1, width=8)]},
+        {
+            "id": "r1",
+            "type": "regulatory",
+            "bases": [_base("C", "gate", hidden=8), _base("C", "allosteric", k=1, width=8)],
+        },
         {"id": "p2", "type": "promoter", "settings": {"copies": 2}},
-        {"id": "c2", "type": "coding", "bases": [
-            _base("T", "attention", heads=4, window=4, global_every=2),
-            _base("A", "moe", experts=3, top_k=2, hidden=16),
-            _base("A", "epigenetic", slots=6)]},
-        {"id": "c3", "type": "coding", "bases": [
-            _base("T", "mamba2", head_dim=16, d_state=4),
-            _base("A", "epigenetic", slots=6),
-            _base("T", "dna", width=8, reactions=3, d_state=2, species=3, lanes=2, window=2),
-            _base("A", "swiglu")]},
+        {
+            "id": "c2",
+            "type": "coding",
+            "bases": [
+                _base("T", "attention", heads=4, window=4, global_every=2),
+                _base("A", "moe", experts=3, top_k=2, hidden=16),
+                _base("A", "epigenetic", slots=6),
+            ],
+        },
+        {
+            "id": "c3",
+            "type": "coding",
+            "bases": [
+                _base("T", "mamba2", head_dim=16, d_state=4),
+                _base("A", "epigenetic", slots=6),
+                _base("T", "dna", width=8, reactions=3, d_state=2, species=3, lanes=2, window=2),
+                _base("A", "swiglu"),
+            ],
+        },
         {"id": "r4", "type": "regulatory", "bases": [_base("C", "allosteric", k=2, width=4)]},
-        {"id": "c4", "type": "coding", "bases": [
-            _base("T", "rwkv"), _base("A", "rwkv_channel", hidden=40),
-            _base("T", "retention", heads=2)]},
-        {"id": "c5", "type": "coding", "bases": [
-            _base("T", "rwkv"), _base("A", "rwkv_channel", hidden=40),
-            _base("T", "retention", heads=2)]},
+        {
+            "id": "c4",
+            "type": "coding",
+            "bases": [
+                _base("T", "rwkv"),
+                _base("A", "rwkv_channel", hidden=40),
+                _base("T", "retention", heads=2),
+            ],
+        },
+        {
+            "id": "c5",
+            "type": "coding",
+            "bases": [
+                _base("T", "rwkv"),
+                _base("A", "rwkv_channel", hidden=40),
+                _base("T", "retention", heads=2),
+            ],
+        },
     ],
-    "edges": [{"source": "r1", "target": "c3", "kind": "represses"},
-              {"source": "r1", "target": "c2", "kind": "activates"},
-              {"source": "c2", "target": "c4", "kind": "loop"},
-              {"source": "c4", "target": "c5", "kind": "shares"}],
+    "edges": [
+        {"source": "r1", "target": "c3", "kind": "represses"},
+        {"source": "r1", "target": "c2", "kind": "activates"},
+        {"source": "c2", "target": "c4", "kind": "loop"},
+        {"source": "c4", "target": "c5", "kind": "shares"},
+    ],
 }
 
 MIXED_B = {
     "regions": [
-        {"id": "s0", "type": "structural", "settings": {
-            **STRUCTURAL, "positions": "learned", "norm": "layernorm", "norm_position": "post",
-            "bias": True, "tie_embeddings": False}},
-        {"id": "c1", "type": "coding", "bases": [
-            _base("T", "mla", heads=2, q_rank=8, kv_rank=8, rope_dim=4),
-            _base("G", "expression", hidden=24),
-            _base("T", "strand_attention", heads=2, scales=2),
-            _base("A", "tetra", window=1, stride=2, levels=2, rounds=2),
-            _base("T", "s4", d_state=4), _base("T", "lstm", hidden=12),
-            _base("T", "gru", hidden=10), _base("T", "conv", kernel=3),
-            _base("T", "linear_attention", heads=2), _base("A", "geglu", hidden=24),
-            _base("T", "rglru", width=16, heads=2), _base("T", "mamba", d_state=4),
-            _base("A", "mlp", hidden=40, activation="relu")]},
+        {
+            "id": "s0",
+            "type": "structural",
+            "settings": {
+                **STRUCTURAL,
+                "positions": "learned",
+                "norm": "layernorm",
+                "norm_position": "post",
+                "bias": True,
+                "tie_embeddings": False,
+            },
+        },
+        {
+            "id": "c1",
+            "type": "coding",
+            "bases": [
+                _base("T", "mla", heads=2, q_rank=8, kv_rank=8, rope_dim=4),
+                _base("G", "expression", hidden=24),
+                _base("T", "strand_attention", heads=2, scales=2),
+                _base("A", "tetra", window=1, stride=2, levels=2, rounds=2),
+                _base("T", "s4", d_state=4),
+                _base("T", "lstm", hidden=12),
+                _base("T", "gru", hidden=10),
+                _base("T", "conv", kernel=3),
+                _base("T", "linear_attention", heads=2),
+                _base("A", "geglu", hidden=24),
+                _base("T", "rglru", width=16, heads=2),
+                _base("T", "mamba", d_state=4),
+                _base("A", "mlp", hidden=40, activation="relu"),
+            ],
+        },
     ],
 }
 
-MIXED_C = {   # ALiBi and the embeddings' norm
+MIXED_C = {  # ALiBi and the embeddings' norm
     "regions": [
-        {"id": "s0", "type": "structural", "settings": {
-            **STRUCTURAL, "positions": "alibi", "norm_position": "pre_embed"}},
+        {
+            "id": "s0",
+            "type": "structural",
+            "settings": {**STRUCTURAL, "positions": "alibi", "norm_position": "pre_embed"},
+        },
         {"id": "p1", "type": "promoter", "settings": {"copies": 2, "strength": 0.5}},
-        {"id": "c1", "type": "coding", "bases": [
-            _base("T", "attention", heads=4, kv_heads=2),
-            _base("T", "strand_attention", heads=2, window=3)]},
+        {
+            "id": "c1",
+            "type": "coding",
+            "bases": [
+                _base("T", "attention", heads=4, kv_heads=2),
+                _base("T", "strand_attention", heads=2, window=3),
+            ],
+        },
     ],
 }
 
@@ -127,9 +180,8 @@ def test_small_model_accounting_equals_the_module(name, monkeypatch):
     acct = account(genome, seq_len=T)
     assert acct.params == model.num_params()
     assert analytic_state(genome, T) == model.state_size(T)
-    short = 3      # within every window: the per-token + fixed figures are exact
-    assert acct.state_bytes_per_token * short + acct.state_bytes_fixed == \
-        2 * model.state_size(short)
+    short = 3  # within every window: the per-token + fixed figures are exact
+    assert acct.state_bytes_per_token * short + acct.state_bytes_fixed == 2 * model.state_size(short)
     ids = torch.randint(0, 61, (B, T))
     with kernels_unseen(monkeypatch):
         flops = counted_flops(model.eval(), ids)
@@ -141,8 +193,7 @@ def test_allosteric_router_wiring():
 
     cfg = model_config(Genome.from_dict(MIXED_A))
     routers = {st.region_id: st.routers for st in cfg.stages if hasattr(st, "routers")}
-    assert routers["r1"][0].sources == () and routers["r1"][0].targets == ("c2", "c3", "c4",
-                                                                           "c5")
+    assert routers["r1"][0].sources == () and routers["r1"][0].targets == ("c2", "c3", "c4", "c5")
     assert routers["r4"][0].sources == ("c2", "c3") and routers["r4"][0].targets == ("c4", "c5")
 
 
@@ -153,7 +204,7 @@ def test_epigenetic_marks_travel_between_blocks():
     first = model.stages["c2"][2].mixer
     with torch.no_grad():
         base = model(ids)
-        first.candidate.weight.mul_(3.0)       # change only what block 1 writes
+        first.candidate.weight.mul_(3.0)  # change only what block 1 writes
         changed = model(ids)
     assert not torch.allclose(base, changed)
 

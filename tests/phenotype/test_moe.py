@@ -38,9 +38,13 @@ def test_moe_equals_dense_mixture_of_its_top_k_experts():
 
 
 def test_model_aux_loss_sums_the_moe_layers():
-    doc = genome_doc([{"base": "T", "kind": "attention", "params": {"heads": 2}},
-                      {"base": "A", "kind": "moe", "params": {"experts": 4, "hidden": 16,
-                                                              "aux_weight": 0.5}}], copies=2)
+    doc = genome_doc(
+        [
+            {"base": "T", "kind": "attention", "params": {"heads": 2}},
+            {"base": "A", "kind": "moe", "params": {"experts": 4, "hidden": 16, "aux_weight": 0.5}},
+        ],
+        copies=2,
+    )
     model = decode(Genome.from_dict(doc))
     assert model.aux_loss().item() == 0.0
     logits = model(torch.randint(0, 61, (2, 9)))
@@ -48,7 +52,7 @@ def test_model_aux_loss_sums_the_moe_layers():
     assert len(moes) == 2
     total = model.aux_loss()
     torch.testing.assert_close(total, sum(m.last_aux_loss for m in moes))
-    assert 0.5 * 2 * 2 <= total.item() <= 0.5 * 2 * 4 + 1e-6   # between top_k and E per layer
+    assert 0.5 * 2 * 2 <= total.item() <= 0.5 * 2 * 4 + 1e-6  # between top_k and E per layer
     (logits.sum() * 0 + total).backward()
     assert moes[0].router.weight.grad.abs().sum() > 0
 

@@ -28,8 +28,11 @@ def test_mistral_7b_matches_its_config():
     assert total == 7_241_732_096
     acct = account(preset("mistral-7b"))
     assert acct.params == acct.active_params == total
-    assert {layer.block.window for layer in model_config(preset("mistral-7b")).stages[0].layers
-            if hasattr(layer.block, "window")} == {4096}
+    assert {
+        layer.block.window
+        for layer in model_config(preset("mistral-7b")).stages[0].layers
+        if hasattr(layer.block, "window")
+    } == {4096}
 
 
 def test_mixtral_8x7b_total_and_active_match_its_config():
@@ -41,10 +44,10 @@ def test_mixtral_8x7b_total_and_active_match_its_config():
 
 def test_rwkv4_169m_matches_its_checkpoint_layout():
     d, vocab, layers, ffn = 768, 50277, 12, 3072
-    time_mix = 4 * d * d + 5 * d          # key, value, receptance, output; decay, first, 3 mixes
-    channel_mix = d * ffn + ffn * d + d * d + 2 * d   # key, value, receptance; 2 mixes
-    layer_norms = 2 * 2 * d               # ln1, ln2 (weight + bias)
-    outer = 2 * vocab * d + 2 * 2 * d     # emb, head; ln0, ln_out
+    time_mix = 4 * d * d + 5 * d  # key, value, receptance, output; decay, first, 3 mixes
+    channel_mix = d * ffn + ffn * d + d * d + 2 * d  # key, value, receptance; 2 mixes
+    layer_norms = 2 * 2 * d  # ln1, ln2 (weight + bias)
+    outer = 2 * vocab * d + 2 * 2 * d  # emb, head; ln0, ln_out
     total = layers * (time_mix + channel_mix + layer_norms) + outer
     assert total == 169_342_464
     assert account(preset("rwkv4-169m")).params == total
@@ -55,22 +58,23 @@ def test_jamba_style_matches_jamba_v0_1_less_the_mamba_inner_norms():
     (16 experts, top-2) at odd layers, Mamba (N 16, expand 2, conv 4, Δ-rank 256,
     conv bias, no projection bias, RMS norms on Δ, B, C), vocabulary 65536, untied."""
     d, e, n, r, vocab, inter = 4096, 8192, 16, 256, 65536, 14336
-    mamba = (d * 2 * e + e * 4 + e + e * (r + 2 * n) + r * e + e + e * n + e + e * d
-             + (r + 2 * n))               # the inner norms on Δ, B, C
+    mamba = (
+        d * 2 * e + e * 4 + e + e * (r + 2 * n) + r * e + e + e * n + e + e * d + (r + 2 * n)
+    )  # the inner norms on Δ, B, C
     attention = d * 4096 + 2 * d * 1024 + 4096 * d
     mlp, moe = 3 * d * inter, 16 * 3 * d * inter + 16 * d
     moe_active = 2 * 3 * d * inter + 16 * d
-    layers = [(attention if i % 8 == 4 else mamba) + (moe if i % 2 else mlp) + 2 * d
-              for i in range(32)]
-    active = [(attention if i % 8 == 4 else mamba) + (moe_active if i % 2 else mlp) + 2 * d
-              for i in range(32)]
+    layers = [(attention if i % 8 == 4 else mamba) + (moe if i % 2 else mlp) + 2 * d for i in range(32)]
+    active = [
+        (attention if i % 8 == 4 else mamba) + (moe_active if i % 2 else mlp) + 2 * d for i in range(32)
+    ]
     outer = 2 * vocab * d + d
     hf_total, hf_active = sum(layers) + outer, sum(active) + outer
-    inner_norms = 28 * (r + 2 * n)        # what our Mamba leaves out
+    inner_norms = 28 * (r + 2 * n)  # what our Mamba leaves out
     acct = account(preset("jamba"))
     assert acct.params == hf_total - inner_norms
     assert acct.active_params == hf_active - inner_norms
-    assert round(hf_total / 1e9, 1) == 51.6 and round(hf_active / 1e9) == 12   # as published
+    assert round(hf_total / 1e9, 1) == 51.6 and round(hf_active / 1e9) == 12  # as published
 
 
 def test_griffin_style_layout():
@@ -89,8 +93,7 @@ def test_griffin_style_layout():
 
 def test_dogma_preset_is_a_regulated_dna_stack():
     cfg = model_config(preset("dogma"))
-    kinds = [type(layer.block).__name__ for st in cfg.stages if hasattr(st, "layers")
-             for layer in st.layers]
+    kinds = [type(layer.block).__name__ for st in cfg.stages if hasattr(st, "layers") for layer in st.layers]
     assert kinds.count("DNAConfig") == 6 and kinds.count("EpigeneticConfig") == 6
     regulatory = [st for st in cfg.stages if hasattr(st, "routers")]
     assert regulatory[0].routers[0].targets == ("c2", "c3")

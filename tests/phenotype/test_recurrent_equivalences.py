@@ -32,7 +32,7 @@ def test_linear_attention_equals_masked_quadratic_form():
     with torch.no_grad():
         q, k, v = m._qkv(x)
         v = v[..., :-1]
-        scores = torch.tril(q @ k.transpose(-1, -2))          # φ(Q) φ(K)ᵀ, causal
+        scores = torch.tril(q @ k.transpose(-1, -2))  # φ(Q) φ(K)ᵀ, causal
         o = (scores @ v) / (scores.sum(-1, keepdim=True) + 1e-6)
         ref = m.o_proj(o.transpose(1, 2).reshape(2, T, -1))
         torch.testing.assert_close(m(x), ref, rtol=1e-9, atol=1e-9)
@@ -48,7 +48,7 @@ def test_retention_equals_its_parallel_form():
         n = torch.arange(T, dtype=torch.float64)
         gamma = retention_log_decay(2).exp()
         decay = gamma[:, None, None] ** (n[:, None] - n[None, :]).clamp(min=0)
-        decay = decay * (n[:, None] >= n[None, :])               # D_nm = γ^{n-m}, n ≥ m
+        decay = decay * (n[:, None] >= n[None, :])  # D_nm = γ^{n-m}, n ≥ m
         o = ((q @ k.transpose(-1, -2)) * decay) @ v
         torch.testing.assert_close(m(x), m._out(x, o), rtol=1e-9, atol=1e-9)
     assert torch.allclose(gamma, 1 - 2.0 ** torch.tensor([-5.0, -6.0], dtype=torch.float64))
@@ -60,12 +60,12 @@ def test_rwkv_parallel_form_equals_its_formula_and_rnn_form():
     m = cfg.build().double()
     with torch.no_grad():
         m.time_decay.add_(torch.linspace(-2, 2, 8, dtype=torch.float64))
-    x = _x(8) * 3                                            # large keys stress the max trick
+    x = _x(8) * 3  # large keys stress the max trick
     with torch.no_grad():
         k, r, v = m._krv(x, _shift(x))
         w, u = torch.exp(m.time_decay), m.time_first
         rows = []
-        for t in range(T):                                   # the WKV definition, summed out
+        for t in range(T):  # the WKV definition, summed out
             i = torch.arange(t, dtype=torch.float64)
             past = torch.exp(-(t - 1 - i)[:, None] * w + k[:, :t])
             now = torch.exp(u + k[:, t])
@@ -88,15 +88,17 @@ def test_mamba2_ssd_chunked_equals_recurrence():
         c = cfg
         z, xbc, dt = m.in_proj(x).split([c.d_inner, c.conv_width, c.heads], -1)
         xbc = F.silu(m.conv1d(F.pad(xbc.transpose(1, 2), (c.d_conv - 1, 0))).transpose(1, 2))
-        u = xbc[..., :c.d_inner].unflatten(-1, (c.heads, c.head_dim))     # (B, T, H, P)
-        Bm, Cm = xbc[..., c.d_inner:c.d_inner + c.d_state], xbc[..., c.d_inner + c.d_state:]
+        u = xbc[..., : c.d_inner].unflatten(-1, (c.heads, c.head_dim))  # (B, T, H, P)
+        Bm, Cm = xbc[..., c.d_inner : c.d_inner + c.d_state], xbc[..., c.d_inner + c.d_state :]
         delta = F.softplus(dt + m.dt_bias)
         A = -torch.exp(m.A_log)
         h = torch.zeros(2, c.heads, c.d_state, c.head_dim, dtype=torch.float64)
         ys = []
-        for t in range(T):          # h_t = exp(Δ A) h + Δ B uᵀ ; y = hᵀ C + D u
-            h = (torch.exp(delta[:, t] * A)[..., None, None] * h
-                 + delta[:, t, :, None, None] * Bm[:, t, None, :, None] * u[:, t, :, None, :])
+        for t in range(T):  # h_t = exp(Δ A) h + Δ B uᵀ ; y = hᵀ C + D u
+            h = (
+                torch.exp(delta[:, t] * A)[..., None, None] * h
+                + delta[:, t, :, None, None] * Bm[:, t, None, :, None] * u[:, t, :, None, :]
+            )
             ys.append(torch.einsum("bhnp,bn->bhp", h, Cm[:, t]) + m.D[:, None] * u[:, t])
         y = torch.stack(ys, 1).flatten(-2)
         ref = m.out_proj(m.norm(y * F.silu(z)))

@@ -48,7 +48,7 @@ def test_s4d_fft_convolution_equals_its_recurrence():
         with torch.no_grad():
             h = torch.zeros(2, 6, 4, dtype=torch.complex128)
             ys = []
-            for t in range(37):     # x_t = exp(ΔA) x_{t-1} + (exp(ΔA) - 1)/A · u_t
+            for t in range(37):  # x_t = exp(ΔA) x_{t-1} + (exp(ΔA) - 1)/A · u_t
                 h = torch.exp(dt * a) * h + (torch.exp(dt * a) - 1) / a * x[:, t, :, None]
                 ys.append(2 * (c * h).sum(-1).real + s4.D * x[:, t])
             ref = s4.out_proj(torch.nn.functional.gelu(torch.stack(ys, 1)))

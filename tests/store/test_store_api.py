@@ -51,13 +51,9 @@ def test_generation_round_trip(store: Store, helpers) -> None:
         run_id,
         0,
         genomes=seeds,
-        individuals=[
-            IndividualIn(slot=i, genome_id=g.id, seed=100 + i) for i, g in enumerate(seeds)
-        ],
+        individuals=[IndividualIn(slot=i, genome_id=g.id, seed=100 + i) for i, g in enumerate(seeds)],
         evaluations=[
-            EvaluationIn(
-                g.id, "mqar", 0, 100 + i, "ok", metrics, wall_seconds=1.5, individual=by_slot(i)
-            )
+            EvaluationIn(g.id, "mqar", 0, 100 + i, "ok", metrics, wall_seconds=1.5, individual=by_slot(i))
             for i, g in enumerate(seeds)
         ],
         members=[by_slot(2), by_slot(0), by_slot(1)],
@@ -186,9 +182,7 @@ def test_policy_and_archive(store: Store, helpers) -> None:
     )
     assert store.policy(successor) == policy
     with pytest.raises(StoreError, match="both"):
-        store.commit_generation(
-            run_id, 3, archive=[ArchiveIn(elite.id, {})], archive_remove=[elite.id]
-        )
+        store.commit_generation(run_id, 3, archive=[ArchiveIn(elite.id, {})], archive_remove=[elite.id])
 
 
 def test_find_by_genome_prefix(store: Store, helpers) -> None:
@@ -205,9 +199,7 @@ def test_find_by_genome_prefix(store: Store, helpers) -> None:
     target = genomes[2].id
     found = store.find_individuals_by_genome_prefix(target[:10].upper())
     assert {(f.run_id, f.genome_id) for f in found} == {(r, target) for r in runs}
-    assert [f.run_id for f in store.find_individuals_by_genome_prefix(target[:10], runs[1])] == [
-        runs[1]
-    ]
+    assert [f.run_id for f in store.find_individuals_by_genome_prefix(target[:10], runs[1])] == [runs[1]]
     assert store.find_individuals_by_genome_prefix("f" * 64) == []
     for bad in ("", "ab%", "a_"):
         with pytest.raises(StoreError):
@@ -259,9 +251,7 @@ def test_ancestry_walks_back_to_seeds(store: Store, helpers) -> None:
         store.ancestry(999)
 
 
-def test_artifacts_round_trip_and_tamper_detection(
-    store: Store, helpers, tmp_path, store_url
-) -> None:
+def test_artifacts_round_trip_and_tamper_detection(store: Store, helpers, tmp_path, store_url) -> None:
     run_id = store.create_run({}, seed=1, task="t")
     genome = helpers.make_genome("w")
     ids = store.commit_generation(

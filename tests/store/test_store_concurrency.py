@@ -50,9 +50,7 @@ def _drive(url: str, writer: int, results) -> None:
                         for slot, g in enumerate(genomes)
                     ],
                     lineage=[
-                        LineageIn(slot, by_id(parent), "point")
-                        for slot in range(SIZE)
-                        for parent in parents
+                        LineageIn(slot, by_id(parent), "point") for slot in range(SIZE) for parent in parents
                     ],
                     members=[by_slot(slot) for slot in range(SIZE)],
                 )
@@ -72,9 +70,7 @@ def test_concurrent_writers_lose_and_double_nothing(store_url: str, helpers) -> 
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     results = context.Queue()
-    processes = [
-        context.Process(target=_drive, args=(url, writer, results)) for writer in range(WRITERS)
-    ]
+    processes = [context.Process(target=_drive, args=(url, writer, results)) for writer in range(WRITERS)]
     for process in processes:
         process.start()
     # meanwhile a reader (the `evolve show` of a user) polls the file

@@ -28,8 +28,7 @@ def test_processes_opening_an_empty_store_at_once_create_it_once(store_url: str,
     context = multiprocessing.get_context("fork")
     barrier, results = context.Barrier(OPENERS), context.Queue()
     processes = [
-        context.Process(target=_open_at_once, args=(store_url, barrier, results))
-        for _ in range(OPENERS)
+        context.Process(target=_open_at_once, args=(store_url, barrier, results)) for _ in range(OPENERS)
     ]
     for process in processes:
         process.start()
