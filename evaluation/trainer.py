@@ -1,5 +1,9 @@
 """Train a model on a task under a step budget and score it on held-out batches.
 
+:func:`train` runs the optimisation loop and returns :class:`TrainStats`; :func:`score`
+measures held-out loss, accuracy and latency and returns :class:`ScoreStats`;
+:func:`train_and_score` composes the two into the flat metrics dict that results carry.
+
 The recipe is the usual small-transformer one: AdamW with weight decay on matrices only
 (biases, norm gains and any parameter tagged ``_no_weight_decay = True`` are exempt),
 linear warmup then cosine decay to a tenth of the peak rate, and global grad-norm
@@ -13,6 +17,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,9 +32,56 @@ DEFAULT_LR = 3e-3
 DEFAULT_EVAL_BATCHES = 8
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+class Deadline:
+    """A wall-clock limit of ``limit_s`` seconds from ``start`` (``time.perf_counter``,
+    default now), shared by training and scoring; ``limit_s=None`` never expires."""
+
+    def __init__(self, limit_s: float | None, start: float | None = None) -> None:
+        self.limit_s = limit_s
+        self.start = time.perf_counter() if start is None else start
+
+    def check(self, progress: str) -> None:
+        """Raise ``EvaluationTimeout(limit_s, progress)`` once the limit has passed."""
+        if self.limit_s is not None and time.perf_counter() > self.start + self.limit_s:
+            raise EvaluationTimeout(self.limit_s, progress)
+
+
+@dataclass(frozen=True)
+class TrainStats:
+    """What :func:`train` measured.
+
+    ``train_loss``: mean training loss (auxiliary loss included) over the last tenth of
+    the steps, NaN for 0 steps; ``tokens``: tokens trained on (``steps * batch_size *
+    seq_len``); ``compute_seconds``: forward, backward and update time only.
+    """
+
+    steps: int
+    train_loss: float
+    tokens: int
+    compute_seconds: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Training throughput; 0.0 when nothing was timed (0 steps)."""
+        return self.tokens / self.compute_seconds if self.compute_seconds else 0.0
+
+
+@dataclass(frozen=True)
+class ScoreStats:
+    """What :func:`score` measured on the held-out batches: ``loss`` (mean cross-entropy
+    per answer position), ``accuracy`` (fraction of answers predicted exactly),
+    ``infer_latency_ms`` (mean forward time per batch) and ``batches``."""
+
+    loss: float
+    accuracy: float
+    infer_latency_ms: float
+    batches: int
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """AdamW groups: decay for matrices, none for vectors/scalars and tagged parameters."""
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for param in model.parameters():
         if not param.requires_grad:
             continue
@@ -61,7 +114,7 @@ def answer_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     )
 
 
-def train_and_score(
+def train(
     model: nn.Module,
     task: Task,
     steps: int,
@@ -73,45 +126,31 @@ def train_and_score(
     betas: tuple[float, float] = (0.9, 0.98),
     warmup_fraction: float = 0.1,
     grad_clip: float = 1.0,
-    eval_batches: int = DEFAULT_EVAL_BATCHES,
-    eval_seed: int = 0,
-    time_limit_s: float | None = None,
+    deadline: Deadline | None = None,
     device: torch.device | str | None = None,
-) -> dict[str, float]:
-    """Train ``model`` on ``task`` for ``steps`` AdamW steps, then score it.
+) -> TrainStats:
+    """Train ``model`` in place on ``task`` for ``steps`` AdamW steps at peak rate ``lr``.
 
-    Returns metrics: ``loss`` and ``accuracy`` at the answer positions of
-    ``eval_batches`` held-out batches (the same batches for every seed), ``train_loss``
-    (mean of the last tenth of the steps), ``train_tokens_per_s`` (forward, backward and
-    update only), ``infer_latency_ms`` (mean forward time per held-out batch),
-    ``wall_seconds``, ``steps`` and ``chance_accuracy``.
+    Batches of ``batch_size`` sequences come from ``task.train_generator(seed)``; the
+    global torch RNG is seeded with ``seed`` (dropout, stochastic paths). The rate warms
+    up over ``warmup_fraction`` of the steps, then decays (:func:`warmup_cosine`).
+    ``device`` defaults to that of the model's first parameter. Adds ``model.aux_loss()``
+    (already weighted, e.g. MoE load balancing) to the loss when the model has it.
 
     Raises ``NonFiniteLoss`` on a NaN/inf loss or gradient norm, ``EvaluationTimeout``
-    once ``time_limit_s`` is exceeded (checked between steps, so one slow step can
-    overrun it), and ``IncompatibleModel`` when the logits do not fit the task.
-    Adds ``model.aux_loss()`` (already weighted, e.g. MoE load balancing) to the
-    training loss when the model has that method.
+    from ``deadline`` (checked between steps, so one slow step can overrun it), and
+    ``IncompatibleModel`` when the first step's logits do not fit the task.
     """
-    start = time.perf_counter()
-    deadline = None if time_limit_s is None else start + time_limit_s
-    if device is None:
-        first = next(model.parameters(), None)
-        device = first.device if first is not None else torch.device("cpu")
-    device = torch.device(device)
+    device = _resolve_device(model, device)
     torch.manual_seed(seed)  # dropout, stochastic paths: reproducible with the seed
-
     aux_loss = getattr(model, "aux_loss", None)
     aux_loss = aux_loss if callable(aux_loss) else None
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = (
-        torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, betas=betas) if params else None
-    )
-    warmup_steps = max(1, round(warmup_fraction * steps))
-    scheduler = (
-        torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, warmup_steps))
-        if optimizer
-        else None
-    )
+    optimizer, scheduler = None, None
+    if params:
+        optimizer = torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, betas=betas)
+        warmup_steps = max(1, round(warmup_fraction * steps))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, warmup_steps))
     generator = task.train_generator(seed)
     tail = max(1, steps // 10)
     tail_losses: list[float] = []
@@ -130,7 +169,7 @@ def train_and_score(
         loss_value = float(total.detach())
         if not math.isfinite(loss_value):
             raise NonFiniteLoss(f"training loss is {loss_value} at step {step}")
-        if optimizer is not None:
+        if optimizer is not None and scheduler is not None:
             optimizer.zero_grad(set_to_none=True)
             total.backward()
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
@@ -141,44 +180,137 @@ def train_and_score(
         compute_seconds += _now(device) - tick
         if step >= steps - tail:
             tail_losses.append(loss_value)
-        if deadline is not None and time.perf_counter() > deadline:
-            raise EvaluationTimeout(time_limit_s, f"after {step + 1}/{steps} steps")
+        if deadline is not None:
+            deadline.check(f"after {step + 1}/{steps} steps")
 
+    return TrainStats(
+        steps=steps,
+        train_loss=sum(tail_losses) / len(tail_losses) if tail_losses else float("nan"),
+        tokens=steps * batch_size * task.seq_len,
+        compute_seconds=compute_seconds,
+    )
+
+
+def score(
+    model: nn.Module,
+    task: Task,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    eval_batches: int = DEFAULT_EVAL_BATCHES,
+    eval_seed: int = 0,
+    deadline: Deadline | None = None,
+    device: torch.device | str | None = None,
+) -> ScoreStats:
+    """Score ``model`` (in eval mode, without gradients) at the answer positions of
+    ``task.eval_batches(eval_batches, batch_size, seed=eval_seed)``: the same held-out
+    batches for every training seed.
+
+    Raises ``IncompatibleModel`` when the first batch's logits do not fit the task,
+    ``EvaluationTimeout`` from ``deadline`` (checked after each batch) and
+    ``NonFiniteLoss`` when the held-out loss is NaN/inf.
+    """
+    device = _resolve_device(model, device)
     held_out = task.eval_batches(eval_batches, batch_size, seed=eval_seed)
     loss_sum, correct, answers, forward_seconds = 0.0, 0, 0, 0.0
-    checked = steps > 0
     model.eval()
     with torch.no_grad():
-        for inputs, targets in held_out:
+        for i, (inputs, targets) in enumerate(held_out):
             inputs, targets = inputs.to(device), targets.to(device)
             tick = _now(device)
             logits = model(inputs)
             forward_seconds += _now(device) - tick
-            if not checked:
+            if i == 0:
                 _check_logits(logits, inputs, task)
-                checked = True
             mask = targets != IGNORE_INDEX
             picked = logits[mask].float()
             loss_sum += float(F.cross_entropy(picked, targets[mask], reduction="sum"))
             correct += int((picked.argmax(-1) == targets[mask]).sum())
             answers += int(mask.sum())
-            if deadline is not None and time.perf_counter() > deadline:
-                raise EvaluationTimeout(time_limit_s, "while scoring")
-    eval_loss = loss_sum / max(1, answers)
-    if not math.isfinite(eval_loss):
-        raise NonFiniteLoss(f"held-out loss is {eval_loss}")
+            if deadline is not None:
+                deadline.check("while scoring")
+    loss = loss_sum / max(1, answers)
+    if not math.isfinite(loss):
+        raise NonFiniteLoss(f"held-out loss is {loss}")
+    return ScoreStats(
+        loss=loss,
+        accuracy=correct / max(1, answers),
+        infer_latency_ms=1000.0 * forward_seconds / max(1, len(held_out)),
+        batches=len(held_out),
+    )
 
-    trained_tokens = steps * batch_size * task.seq_len
+
+def train_and_score(
+    model: nn.Module,
+    task: Task,
+    steps: int,
+    seed: int,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    lr: float = DEFAULT_LR,
+    weight_decay: float = 0.1,
+    betas: tuple[float, float] = (0.9, 0.98),
+    warmup_fraction: float = 0.1,
+    grad_clip: float = 1.0,
+    eval_batches: int = DEFAULT_EVAL_BATCHES,
+    eval_seed: int = 0,
+    time_limit_s: float | None = None,
+    device: torch.device | str | None = None,
+) -> dict[str, float]:
+    """:func:`train` then :func:`score`, within one ``time_limit_s`` for both.
+
+    Returns metrics: ``loss`` and ``accuracy`` at the answer positions of
+    ``eval_batches`` held-out batches (the same batches for every seed), ``train_loss``
+    (mean of the last tenth of the steps), ``train_tokens_per_s`` (forward, backward and
+    update only), ``infer_latency_ms`` (mean forward time per held-out batch),
+    ``wall_seconds``, ``steps`` and ``chance_accuracy``.
+
+    Raises what :func:`train` and :func:`score` raise: ``NonFiniteLoss``,
+    ``EvaluationTimeout`` (once ``time_limit_s`` is exceeded, checked between steps and
+    batches) and ``IncompatibleModel``.
+    """
+    deadline = Deadline(time_limit_s)
+    device = _resolve_device(model, device)
+    trained = train(
+        model,
+        task,
+        steps,
+        seed,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=weight_decay,
+        betas=betas,
+        warmup_fraction=warmup_fraction,
+        grad_clip=grad_clip,
+        deadline=deadline,
+        device=device,
+    )
+    scored = score(
+        model,
+        task,
+        batch_size=batch_size,
+        eval_batches=eval_batches,
+        eval_seed=eval_seed,
+        deadline=deadline,
+        device=device,
+    )
     return {
-        "loss": eval_loss,
-        "accuracy": correct / max(1, answers),
+        "loss": scored.loss,
+        "accuracy": scored.accuracy,
         "chance_accuracy": task.chance_accuracy,
-        "train_loss": sum(tail_losses) / len(tail_losses) if tail_losses else float("nan"),
-        "train_tokens_per_s": trained_tokens / compute_seconds if compute_seconds else 0.0,
-        "infer_latency_ms": 1000.0 * forward_seconds / max(1, len(held_out)),
-        "wall_seconds": time.perf_counter() - start,
-        "steps": steps,
+        "train_loss": trained.train_loss,
+        "train_tokens_per_s": trained.tokens_per_s,
+        "infer_latency_ms": scored.infer_latency_ms,
+        "wall_seconds": time.perf_counter() - deadline.start,
+        "steps": trained.steps,
     }
+
+
+def _resolve_device(model: nn.Module, device: torch.device | str | None) -> torch.device:
+    """``device`` as a ``torch.device``; by default that of the model's first parameter."""
+    if device is None:
+        first = next(model.parameters(), None)
+        return first.device if first is not None else torch.device("cpu")
+    return torch.device(device)
 
 
 def _check_logits(logits: object, inputs: torch.Tensor, task: Task) -> None:
