@@ -3,7 +3,7 @@
 ``.ci/with-postgres`` starts a PostgreSQL server on loopback and exports its URL in
 ``EVOLVE_TEST_POSTGRES_URL``; :func:`scratch_database` makes a fresh database on that
 server for one test and drops it afterwards, so tests on PostgreSQL are as isolated as
-tests on a new SQLite file.
+tests on a new SQLite file. :func:`postgres_or_skip` is how a test asks for that server.
 """
 
 from __future__ import annotations
@@ -35,6 +35,20 @@ TABLES = (
 
 def postgres_base_url() -> str | None:
     return os.environ.get(POSTGRES_URL_ENV) or None
+
+
+def postgres_or_skip() -> str:
+    """The test server's URL; without one the calling test is skipped, or failed where
+    ``EVOLVE_REQUIRE_POSTGRES`` is set (CI must not pass by skipping)."""
+    import pytest  # only tests call this; the store itself does not need pytest
+
+    url = postgres_base_url()
+    if url is None:
+        reason = f"PostgreSQL tests need {POSTGRES_URL_ENV} (run them with .ci/with-postgres)"
+        if os.environ.get(REQUIRE_POSTGRES_ENV):
+            pytest.fail(reason + f"; {REQUIRE_POSTGRES_ENV} is set", pytrace=False)
+        pytest.skip(reason)
+    return url
 
 
 @contextmanager

@@ -3,12 +3,9 @@
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
 import pytest
-
-from store.testing import POSTGRES_URL_ENV, REQUIRE_POSTGRES_ENV, postgres_base_url
 
 _TALLY: dict[str, dict[str, int]] = defaultdict(lambda: {"injected": 0, "lost": 0})
 
@@ -22,16 +19,6 @@ class Tally:
 @pytest.fixture
 def tally() -> Tally:
     return Tally()
-
-
-def postgres_or_skip() -> str:
-    url = postgres_base_url()
-    if url is None:
-        reason = f"PostgreSQL tests need {POSTGRES_URL_ENV} (run them with .ci/with-postgres)"
-        if os.environ.get(REQUIRE_POSTGRES_ENV):
-            pytest.fail(reason + f"; {REQUIRE_POSTGRES_ENV} is set", pytrace=False)
-        pytest.skip(reason)
-    return url
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

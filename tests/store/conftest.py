@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,14 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from store import GenomeIn, Store
-from store.testing import (
-    POSTGRES_URL_ENV,
-    REQUIRE_POSTGRES_ENV,
-    execute_unchecked,
-    postgres_base_url,
-    row_counts,
-    scratch_database,
-)
+from store.testing import execute_unchecked, postgres_or_skip, row_counts, scratch_database
 
 
 def make_genome(text: str) -> GenomeIn:
@@ -53,16 +45,6 @@ def helpers() -> SimpleNamespace:
         safetensors_bytes=safetensors_bytes,
         execute_unchecked=execute_unchecked,
     )
-
-
-def postgres_or_skip() -> str:
-    url = postgres_base_url()
-    if url is None:
-        reason = f"PostgreSQL tests need {POSTGRES_URL_ENV} (run them with .ci/with-postgres)"
-        if os.environ.get(REQUIRE_POSTGRES_ENV):
-            pytest.fail(reason + f"; {REQUIRE_POSTGRES_ENV} is set", pytrace=False)
-        pytest.skip(reason)
-    return url
 
 
 @pytest.fixture
