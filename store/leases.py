@@ -1,39 +1,151 @@
-"""The driver's side of evaluation leases: pool events -> ``leases`` rows.
+"""Evaluation leases: which attempt of which evaluation is in flight, and what became of it.
 
-``EvaluationPool(on_lease=LeaseLog(store, run_id))`` records every decision of the pool
-(an attempt running, renewed, done, lost, expired, cancelled; see ``evaluation.pool``).
-Creating the log reclaims leases a previous driver of the run left running, so no row
-stays ``running`` once its lease has passed. The store does not import the evaluation
-package: an event is anything with the fields of :class:`store.LeaseIn`.
+The driver is the only writer of ``leases`` rows; workers only send it heartbeats. Its
+news about an attempt is a :class:`store.LeaseIn` (``from store import LeaseIn``), upserted
+by the evaluation's natural key plus the attempt number (:func:`update`). A lease that is
+no longer running is final. Rows a dead driver left running are closed as ``expired`` once
+their lease has passed (:func:`reclaim_expired`), when the next driver of the run starts.
+
+``EvaluationPool(on_lease=LeaseLog(store, run_id))`` records every decision of the
+evaluation pool (an attempt running, renewed, done, lost, expired, cancelled; see
+``evaluation.pool``). The store does not import the evaluation package: an event is
+anything with the fields of :class:`store.LeaseIn`, or a ``LeaseIn`` itself.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
-from store.records import LeaseIn
-from store.store import Store
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from store.keys import fidelity_key
+from store.models import LEASE_STATES, Lease, Run, utcnow
+from store.records import LeaseIn, LeaseRecord, StoreError
+
+if TYPE_CHECKING:  # the Store imports this module for its lease methods
+    from store.store import Store
 
 
 class LeaseLog:
+    """The driver's side of evaluation leases: pool events -> ``leases`` rows.
+
+    Creating the log reclaims leases a previous driver of the run left running, so no row
+    stays ``running`` once its lease has passed; ``reclaimed`` says how many.
+    """
+
     def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         self.reclaimed = store.reclaim_expired_leases(run_id)
 
     def __call__(self, event: Any) -> None:
-        self.store.update_leases(
-            self.run_id,
-            [
-                LeaseIn(
-                    genome_id=event.genome_id,
-                    task=event.task,
-                    fidelity=event.fidelity,
-                    seed=event.seed,
-                    attempt=event.attempt,
-                    state=event.state,
-                    lease_s=event.lease_s,
-                    worker=event.worker,
-                    reason=event.reason,
-                )
-            ],
+        self.store.update_leases(self.run_id, [as_lease(event)])
+
+
+def as_lease(event: Any) -> LeaseIn:
+    """A :class:`LeaseIn` with the fields of ``event`` (a ``LeaseIn`` is kept as it is)."""
+    if isinstance(event, LeaseIn):
+        return event
+    return LeaseIn(
+        genome_id=event.genome_id,
+        task=event.task,
+        fidelity=event.fidelity,
+        seed=event.seed,
+        attempt=event.attempt,
+        state=event.state,
+        lease_s=event.lease_s,
+        worker=event.worker,
+        reason=event.reason,
+    )
+
+
+def check_state(state: str) -> None:
+    if state not in LEASE_STATES:
+        raise StoreError(f"lease state must be one of {LEASE_STATES}, not {state!r}")
+
+
+def checked(updates: Iterable[LeaseIn]) -> list[LeaseIn]:
+    """The updates as a list, each state and fidelity checked before any transaction."""
+    batch = list(updates)
+    for news in batch:
+        check_state(news.state)
+        fidelity_key(news.fidelity)
+    return batch
+
+
+def update(session: Session, run_id: str, batch: list[LeaseIn]) -> None:
+    """Upsert the driver's news; a late heartbeat cannot reopen a lease that has ended."""
+    if session.get(Run, run_id) is None:
+        raise StoreError(f"no run {run_id!r}")
+    now = utcnow()
+    for news in batch:
+        key = fidelity_key(news.fidelity)
+        row = session.scalars(
+            select(Lease).where(
+                Lease.run_id == run_id,
+                Lease.genome_id == news.genome_id,
+                Lease.task == news.task,
+                Lease.fidelity == key,
+                Lease.seed == news.seed,
+                Lease.attempt == news.attempt,
+            )
+        ).first()
+        if row is None:
+            row = Lease(
+                run_id=run_id,
+                genome_id=news.genome_id,
+                task=news.task,
+                fidelity=key,
+                seed=news.seed,
+                attempt=news.attempt,
+                started=now,
+            )
+            session.add(row)
+        elif row.state != "running":
+            continue
+        row.state = news.state
+        row.heartbeat = now
+        row.expires = now + timedelta(seconds=max(0.0, float(news.lease_s)))
+        if news.worker is not None:
+            row.worker = news.worker
+        if news.reason is not None:
+            row.reason = news.reason
+
+
+def reclaim_expired(session: Session, run_id: str | None) -> int:
+    """Mark running leases past their expiry (of one run, or all) ``expired``; count them."""
+    query = select(Lease).where(Lease.state == "running", Lease.expires < utcnow())
+    if run_id is not None:
+        query = query.where(Lease.run_id == run_id)
+    rows = session.scalars(query).all()
+    for row in rows:
+        row.state = "expired"
+        row.reason = row.reason or "reclaimed: no heartbeat before the lease expired"
+    return len(rows)
+
+
+def records(session: Session, run_id: str, state: str | None) -> list[LeaseRecord]:
+    """Leases of a run, oldest first; only those in ``state`` when it is given."""
+    query = select(Lease).where(Lease.run_id == run_id)
+    if state is not None:
+        query = query.where(Lease.state == state)
+    return [
+        LeaseRecord(
+            run_id=row.run_id,
+            genome_id=row.genome_id,
+            task=row.task,
+            fidelity=json.loads(row.fidelity),
+            seed=row.seed,
+            attempt=row.attempt,
+            state=row.state,
+            worker=row.worker,
+            reason=row.reason,
+            started=row.started,
+            heartbeat=row.heartbeat,
+            expires=row.expires,
         )
+        for row in session.scalars(query.order_by(Lease.id))
+    ]
