@@ -93,10 +93,22 @@ class ArchiveIn:
 
 @dataclass(frozen=True)
 class LeaseIn:
-    """The driver's news about one attempt of an evaluation (upserted by its key).
+    """The driver's news about one attempt of an evaluation: the store's lease record type.
 
-    ``state`` is running / done / expired / lost / cancelled; a running lease lasts
-    ``lease_s`` seconds from now unless renewed by the next update.
+    Import it as ``from store import LeaseIn``. The evaluation pool hands one to its
+    ``on_lease`` callback for every decision, and :class:`store.LeaseLog` (or
+    :meth:`store.Store.update_leases`) upserts it by its key: the evaluation's natural key
+    ``(genome_id, task, fidelity, seed)`` within the run, plus ``attempt``.
+
+    * ``genome_id``, ``task``, ``fidelity``, ``seed``: the evaluation, as in
+      :class:`EvaluationIn` (``fidelity`` an int level or a name);
+    * ``attempt``: 1 for the first try of that evaluation, 2 for its first retry, ...;
+    * ``state``: one of :data:`store.LEASE_STATES` (running, done, expired, lost,
+      cancelled); anything but running is final, a later update of that attempt is ignored;
+    * ``lease_s``: a running lease expires this many seconds after the update unless the
+      next one renews it;
+    * ``worker``: who runs the attempt (kept when None is sent later);
+    * ``reason``: why the attempt ended, for lost / expired / cancelled (kept when None).
     """
 
     genome_id: str
@@ -112,6 +124,8 @@ class LeaseIn:
 
 @dataclass(frozen=True)
 class LeaseRecord:
+    """A stored lease: the last news of an attempt and when it started, beat and expires."""
+
     run_id: str
     genome_id: str
     task: str
