@@ -3,12 +3,27 @@
 Three views of one genome: the canonical YAML (`Genome.to_yaml`, read with
 `yaml.safe_load` only), the one-line sequence view (`Genome.sequence_view`), and the
 content hash (`Genome.id`). This package imports nothing else of ours.
+
+Gene kinds: `genome.schema` holds the machinery (`KindSpec`, `register_kind`, `KINDS`),
+`genome.kinds` one module per built-in kind (its params, defaults and derivations),
+registered when this package is imported.
 """
 
+from genome import kinds as _kinds  # noqa: F401  (registers the built-in gene kinds)
 from genome.core import Base, Edge, Gene, Genome, Region
 from genome.errors import GenomeError
 from genome.presets import PRESETS, load_genome, preset
-from genome.schema import BASE_TYPES, EDGE_KINDS, KINDS, PROMOTER, REGION_TYPES, STRUCTURAL
+from genome.schema import (
+    BASE_TYPES,
+    EDGE_KINDS,
+    KINDS,
+    PROMOTER,
+    REGION_TYPES,
+    STRUCTURAL,
+    KindSpec,
+    ParamSpec,
+    register_kind,
+)
 
 __all__ = [
     "BASE_TYPES",
@@ -23,7 +38,10 @@ __all__ = [
     "Gene",
     "Genome",
     "GenomeError",
+    "KindSpec",
+    "ParamSpec",
     "Region",
     "load_genome",
     "preset",
+    "register_kind",
 ]

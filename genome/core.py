@@ -4,6 +4,10 @@ A genome is immutable. Its canonical form is a plain dict with every default fil
 so two genomes that build the same model have the same canonical YAML and the same id
 (sha256 of that YAML). Construct genomes through `Genome.from_dict` / `from_yaml`, which
 validate; the dataclasses themselves do no checking.
+
+The regulatory graph is `regions` (nodes, in order) and `edges`. Validation makes every
+edge point downstream, so the region order is a topological order of that graph (no cycle
+can form) and the order the phenotype runs in: nothing needs a graph library.
 """
 
 from __future__ import annotations
@@ -12,8 +16,6 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
-
-import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -137,15 +139,6 @@ class Genome:
             if cur.id == region_id and prev.type == "promoter":
                 out.update(prev.settings_dict)
         return out
-
-    def regulatory_graph(self) -> nx.DiGraph:
-        """Regions as nodes (with their type and order), edges with their kind."""
-        g = nx.DiGraph()
-        for i, r in enumerate(self.regions):
-            g.add_node(r.id, type=r.type, order=i)
-        for e in self.edges:
-            g.add_edge(e.source, e.target, kind=e.kind)
-        return g
 
     def replace(
         self, regions: tuple[Region, ...] | None = None, edges: tuple[Edge, ...] | None = None

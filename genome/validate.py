@@ -1,6 +1,6 @@
 """Turning an untrusted document into a valid `Genome`, or a one-line `GenomeError`.
 
-Rules (DESIGN.md §2):
+Rules:
 - exactly one structural region, first; every promoter is followed by a coding region;
 - every base names a known kind that is legal on its base type and in its region type;
   regulatory regions hold C bases only;
@@ -9,13 +9,17 @@ Rules (DESIGN.md §2):
 - edges join existing regions; `activates`/`represses` run from a regulatory region to a
   later coding region; `loop` joins two coding regions forwards; `shares` joins two coding
   regions with identical genes (so the weights fit) and a target shares from one source;
-  every edge points downstream, so no edge set can form a cycle.
+  every edge points downstream, so no edge set can form a cycle: the genome's region order
+  is a topological order of its regulatory graph, and the order the phenotype runs in.
+
+Params written as 0 ("derive") are resolved against the structural settings by the kind's
+own `KindSpec.derive` (`genome.kinds`), so that two spellings of one architecture have one
+canonical form and one id; cross-field checks run there too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from genome.core import Base, Edge, Gene, Genome, Region
@@ -29,6 +33,7 @@ from genome.schema import (
     REGION_TYPES,
     STRUCTURAL,
     ParamSpec,
+    fill,
 )
 
 _ID = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
@@ -45,13 +50,10 @@ def _mapping(value: Any, what: str, allowed: set[str]) -> dict[str, Any]:
 
 def _settings(raw: Any, specs: dict[str, ParamSpec], what: str) -> tuple[tuple[str, Any], ...]:
     raw = {} if raw is None else _mapping(raw, what, set(specs))
-    out = {}
-    for name, spec in specs.items():
-        try:
-            out[name] = spec.check(name, raw[name]) if name in raw else spec.default
-        except ValueError as e:
-            raise GenomeError(f"{what}: {e}") from None
-    return tuple(sorted(out.items()))
+    try:
+        return tuple(sorted(fill(specs, raw).items()))
+    except ValueError as e:
+        raise GenomeError(f"{what}: {e}") from None
 
 
 def _base(raw: Any, where: str, region_type: str) -> Base:
@@ -61,151 +63,15 @@ def _base(raw: Any, where: str, region_type: str) -> Base:
         raise GenomeError(f"{where}: unknown base type {btype!r:.20} (expected A, T, C or G)")
     if not isinstance(kind, str) or kind not in KINDS:
         raise GenomeError(f"{where}: unknown kind {kind!r:.40}")
-    schema = KINDS[kind]
-    if btype not in schema.bases:
+    spec = KINDS[kind]
+    if btype not in spec.bases:
         raise GenomeError(
-            f"{where}: kind {kind!r} is not allowed on a {btype} base (allowed: {', '.join(schema.bases)})"
+            f"{where}: kind {kind!r} is not allowed on a {btype} base (allowed: {', '.join(spec.bases)})"
         )
-    if region_type not in schema.regions:
+    if region_type not in spec.regions:
         raise GenomeError(f"{where}: kind {kind!r} cannot live in a {region_type} region")
-    params = _settings(raw.get("params"), schema.params, f"{where} {kind}")
+    params = _settings(raw.get("params"), spec.params, f"{where} {kind}")
     return Base(btype, Gene(kind, params))
-
-
-def _resolve_attention(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    heads = p["heads"]
-    if p["head_dim"] == 0:
-        if s["d_model"] % heads:
-            raise ValueError(f"heads={heads} does not divide d_model={s['d_model']}")
-        p["head_dim"] = s["d_model"] // heads
-    p["kv_heads"] = p["kv_heads"] or heads
-    if heads % p["kv_heads"]:
-        raise ValueError(f"kv_heads={p['kv_heads']} does not divide heads={heads}")
-    if s["positions"] == "rope" and p["head_dim"] % 2:
-        raise ValueError(f"RoPE needs an even head_dim, got {p['head_dim']}")
-    if p.get("global_every") and not p["window"]:
-        raise ValueError("global_every interleaves local and global layers: it needs a window")
-    return p
-
-
-def _resolve_hidden(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    p["hidden"] = p["hidden"] or 4 * s["d_model"]
-    return p
-
-
-def _resolve_swiglu(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    p["hidden"] = p["hidden"] or 8 * ((8 * s["d_model"] // 3 + 7) // 8)
-    return p
-
-
-def _resolve_mamba(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    p["dt_rank"] = p["dt_rank"] or -(-s["d_model"] // 16)
-    return p
-
-
-def _resolve_mla(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    if p["head_dim"] == 0:
-        if s["d_model"] % p["heads"]:
-            raise ValueError(f"heads={p['heads']} does not divide d_model={s['d_model']}")
-        p["head_dim"] = s["d_model"] // p["heads"]
-    p["v_head_dim"] = p["v_head_dim"] or p["head_dim"]
-    p["kv_rank"] = p["kv_rank"] or 4 * p["head_dim"]
-    if p["rope_dim"] % 2:
-        raise ValueError(f"rope_dim must be even, got {p['rope_dim']}")
-    return p
-
-
-def _resolve_moe(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    if p["top_k"] > p["experts"]:
-        raise ValueError(f"top_k={p['top_k']} exceeds experts={p['experts']}")
-    if not p["hidden"]:
-        rule = _resolve_hidden if p["expert"] in ("gelu", "relu") else _resolve_swiglu
-        p["hidden"] = rule({"hidden": 0}, s)["hidden"]
-    return p
-
-
-def _resolve_s4(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    if p["d_state"] % 2:
-        raise ValueError(f"d_state must be even (complex-conjugate pairs), got {p['d_state']}")
-    return p
-
-
-def _resolve_width(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    p["hidden"] = p["hidden"] or s["d_model"]
-    return p
-
-
-def _heads_width(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    if p["head_dim"] == 0:
-        if s["d_model"] % p["heads"]:
-            raise ValueError(f"heads={p['heads']} does not divide d_model={s['d_model']}")
-        p["head_dim"] = s["d_model"] // p["heads"]
-    return p
-
-
-def _resolve_retention(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    p = _heads_width(p, s)
-    p["v_head_dim"] = p["v_head_dim"] or p["head_dim"]
-    if p["head_dim"] % 2:
-        raise ValueError(f"retention rotates keys: head_dim must be even, got {p['head_dim']}")
-    return p
-
-
-def _resolve_mamba2(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    inner = p["expand"] * s["d_model"]
-    p["head_dim"] = p["head_dim"] or (64 if inner % 64 == 0 else inner)
-    if inner % p["head_dim"]:
-        raise ValueError(f"head_dim={p['head_dim']} does not divide expand*d_model={inner}")
-    return p
-
-
-def _resolve_rglru(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    p["width"] = p["width"] or s["d_model"]
-    if p["width"] % p["heads"]:
-        raise ValueError(f"heads={p['heads']} does not divide width={p['width']}")
-    return p
-
-
-def _resolve_dna(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    p["width"] = p["width"] or s["d_model"]
-    return p
-
-
-def _resolve_strand(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    return _resolve_attention(p, s)
-
-
-def _resolve_tetra(p: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
-    if p["window"] + p["levels"] == 0:
-        raise ValueError("a mesh node needs a neighbour: window or levels must be positive")
-    if p["stride"] ** p["levels"] > 1 << 16:
-        raise ValueError(f"stride^levels = {p['stride']}^{p['levels']} reaches too far back")
-    return p
-
-
-# Params written as 0 ("derive") are resolved against the structural settings, so that two
-# spellings of one architecture have one canonical form and one id. Cross-field checks too.
-RESOLVERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
-    "attention": _resolve_attention,
-    "mlp": _resolve_hidden,
-    "swiglu": _resolve_swiglu,
-    "mamba": _resolve_mamba,
-    "mla": _resolve_mla,
-    "geglu": _resolve_swiglu,
-    "moe": _resolve_moe,
-    "s4": _resolve_s4,
-    "lstm": _resolve_width,
-    "gru": _resolve_width,
-    "mamba2": _resolve_mamba2,
-    "rglru": _resolve_rglru,
-    "linear_attention": _heads_width,
-    "retention": _resolve_retention,
-    "rwkv_channel": _resolve_hidden,
-    "dna": _resolve_dna,
-    "strand_attention": _resolve_strand,
-    "expression": _resolve_hidden,
-    "tetra": _resolve_tetra,
-}
 
 
 def parse_document(doc: Any) -> Genome:
@@ -261,14 +127,11 @@ def parse_document(doc: Any) -> Genome:
         layers += copies * len(r.bases)
         bases = []
         for j, b in enumerate(r.bases):
-            resolve = RESOLVERS.get(b.gene.kind)
-            if resolve:
-                try:
-                    params = resolve(b.gene.as_dict, structural)
-                except ValueError as e:
-                    raise GenomeError(f"region {r.id} base {j} {b.gene.kind}: {e}") from None
-                b = Base(b.type, Gene(b.gene.kind, tuple(sorted(params.items()))))
-            bases.append(b)
+            try:
+                params = KINDS[b.gene.kind].derive(b.gene.as_dict, structural)
+            except ValueError as e:
+                raise GenomeError(f"region {r.id} base {j} {b.gene.kind}: {e}") from None
+            bases.append(Base(b.type, Gene(b.gene.kind, tuple(sorted(params.items())))))
         regions[k] = Region(r.id, r.type, tuple(bases), r.settings)
     if layers > MAX_LAYERS:
         raise GenomeError(f"genome expresses {layers} layers (at most {MAX_LAYERS})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from genome.schema import KINDS, KindSchema
+from genome.schema import KINDS, KindSpec
 from phenotype.blocks.attention import AttentionConfig
 from phenotype.blocks.base import BlockConfig
 from phenotype.blocks.conv import ConvConfig
@@ -37,7 +37,7 @@ class BlockSpec:
     role: str  # "sequence" (token mixer), "channel" (per-token) or "regulatory"
 
     @property
-    def schema(self) -> KindSchema:
+    def schema(self) -> KindSpec:
         return KINDS[self.kind]
 
 

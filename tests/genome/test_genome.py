@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 
-import networkx as nx
 import pytest
 
 from genome import PRESETS, Genome, GenomeError, preset
@@ -54,13 +53,6 @@ def test_sequence_view_leads_every_base_with_its_type():
     assert view.startswith("S[d=32 V=40")
     assert "P[x2]" in view and "T:attention" in view and "A:swiglu" in view
     assert "R[C:gate]" in view and "r1>c1:activates" in view
-
-
-def test_regulatory_graph_is_a_networkx_digraph():
-    g = Genome.from_dict(tiny_doc()).regulatory_graph()
-    assert isinstance(g, nx.DiGraph)
-    assert g.edges["r1", "c1"]["kind"] == "activates"
-    assert g.nodes["c2"]["type"] == "coding"
 
 
 def _broken(mutate) -> dict:

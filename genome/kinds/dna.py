@@ -1,0 +1,36 @@
+"""Gene kind `dna` (T): the four-path DNA compute block, decoded by
+`phenotype.blocks.dna.DNAConfig`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from genome.schema import MAX_WIDTH, KindSpec, integer, register_kind
+
+
+def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:
+    """width 0 = d_model."""
+    p["width"] = p["width"] or s["d_model"]
+    return p
+
+
+SPEC = register_kind(
+    KindSpec(
+        "dna",
+        ("T",),
+        {
+            "width": integer(
+                0, 0, MAX_WIDTH, "channels of the automaton and double-strand paths; 0 = d_model"
+            ),
+            "reactions": integer(8, 1, 4096, "strand-displacement reactions (path A)"),
+            "d_state": integer(8, 1, 1024, "named species per automaton channel (path B)"),
+            "species": integer(4, 2, 64, "states of each stochastic lane (path C)"),
+            "lanes": integer(4, 1, 1024, "stochastic lanes (path C)"),
+            "window": integer(4, 1, 256, "hybridisation window (path D)"),
+        },
+        doc="four-path DNA compute block: strand displacement, automaton, stochastic, double "
+        "strand, mixed by a regulation gate",
+        derive=derive,
+    )
+)

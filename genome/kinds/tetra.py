@@ -1,0 +1,33 @@
+"""Gene kind `tetra` (A or T): TetraMemory, decoded by `phenotype.blocks.memory.TetraConfig`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from genome.schema import KindSpec, integer, register_kind
+
+
+def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:
+    """A mesh node needs a neighbour; faces may reach at most 2^16 tokens back."""
+    if p["window"] + p["levels"] == 0:
+        raise ValueError("a mesh node needs a neighbour: window or levels must be positive")
+    if p["stride"] ** p["levels"] > 1 << 16:
+        raise ValueError(f"stride^levels = {p['stride']}^{p['levels']} reaches too far back")
+    return p
+
+
+SPEC = register_kind(
+    KindSpec(
+        "tetra",
+        ("A", "T"),
+        {
+            "window": integer(2, 0, 64, "local neighbours t-1..t-window"),
+            "stride": integer(4, 2, 1024, "face neighbours at t - stride^j"),
+            "levels": integer(2, 0, 8, "face levels j = 1..levels"),
+            "rounds": integer(2, 1, 16, "message-passing rounds"),
+        },
+        doc="TetraMemory: message passing over a causal tetrahedral mesh, O(T·k·d)",
+        derive=derive,
+    )
+)
