@@ -1,7 +1,8 @@
 """Train and score candidates on locally generated tasks; failures are results, not errors.
 
 - ``get_task(name, **overrides)`` / ``TASKS``: seeded synthetic tasks (``mqar`` ...).
-- ``train_and_score(model, task, steps, seed, ...)``: AdamW training, held-out metrics.
+- ``train(model, task, steps, seed, ...)``: AdamW training; ``score(model, task, ...)``:
+  held-out metrics; ``train_and_score(...)``: the two, as one flat metrics dict.
 - ``evaluate(request, build_model=None)``: one ``EvalRequest`` -> one ``EvalResult``,
   with status ``ok | invalid | nan | oom | timeout | crash``; never raises.
 - ``EvaluationPool(workers, ray_address, timeout_s, max_retries)``: the same on Ray,
@@ -22,7 +23,7 @@ from .evaluate import (
 from .pool import EvaluationPool, LeaseEvent, TransientFailure
 from .result import STATUSES, EvalRequest, EvalResult
 from .tasks import IGNORE_INDEX, TASKS, Task, get_task
-from .trainer import train_and_score
+from .trainer import ScoreStats, TrainStats, score, train, train_and_score
 
 __all__ = [
     "DEFAULT_STEPS",
@@ -37,7 +38,9 @@ __all__ = [
     "LeaseEvent",
     "MemoryBudgetExceeded",
     "NonFiniteLoss",
+    "ScoreStats",
     "Task",
+    "TrainStats",
     "TransientFailure",
     "account_genome",
     "build_from_genome",
@@ -46,6 +49,8 @@ __all__ = [
     "evaluate",
     "get_task",
     "safetensors_bytes",
+    "score",
+    "train",
     "train_and_score",
     "train_model",
 ]

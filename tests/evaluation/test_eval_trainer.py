@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from evaluation import DEFAULT_STEPS, get_task, train_and_score
+from evaluation import DEFAULT_STEPS, EvaluationTimeout, get_task, score, train, train_and_score
 from evaluation.reference_models import MLPOnlyLM, TinyAttentionLM
-from evaluation.trainer import parameter_groups, warmup_cosine
+from evaluation.trainer import DEFAULT_BATCH_SIZE, Deadline, parameter_groups, warmup_cosine
 
 
 def test_attention_learns_default_mqar_and_mlp_only_stays_near_chance():
@@ -58,6 +58,34 @@ def test_same_seed_same_metrics_other_seed_other_metrics():
     for name in ("loss", "accuracy", "train_loss"):
         assert a[name] == b[name], name
     assert a["train_loss"] != c["train_loss"]
+
+
+def test_train_then_score_gives_the_metrics_of_train_and_score():
+    task = get_task("mqar")
+    torch.manual_seed(0)
+    model = TinyAttentionLM(task.vocab_size, task.seq_len)
+    trained = train(model, task, 10, seed=3, lr=1e-3)
+    scored = score(model, task)
+    torch.manual_seed(0)
+    metrics = train_and_score(TinyAttentionLM(task.vocab_size, task.seq_len), task, 10, seed=3, lr=1e-3)
+    assert (scored.loss, scored.accuracy, trained.train_loss) == (
+        metrics["loss"],
+        metrics["accuracy"],
+        metrics["train_loss"],
+    )
+    assert trained.steps == metrics["steps"] == 10
+    assert trained.tokens == 10 * DEFAULT_BATCH_SIZE * task.seq_len and trained.tokens_per_s > 0
+    assert scored.batches == 8 and scored.infer_latency_ms > 0
+
+
+def test_one_deadline_spans_training_and_scoring():
+    task = get_task("mqar")
+    model = TinyAttentionLM(task.vocab_size, task.seq_len)
+    with pytest.raises(EvaluationTimeout, match="after 1/5 steps"):
+        train(model, task, 5, seed=0, deadline=Deadline(0.0))
+    with pytest.raises(EvaluationTimeout, match="while scoring"):
+        score(model, task, deadline=Deadline(0.0))
+    Deadline(None).check("never")  # no limit: never raises
 
 
 class _Tagged(nn.Module):
