@@ -10,8 +10,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# The statuses are the store's (its schema checks them); the store does not import this
+# package, so there is no cycle. The Literal repeats them for type checkers, and a test
+# keeps the two equal.
+from store import EVALUATION_STATUSES
+
 Status = Literal["ok", "invalid", "nan", "oom", "timeout", "crash"]
-STATUSES: tuple[str, ...] = ("ok", "invalid", "nan", "oom", "timeout", "crash")
+STATUSES: tuple[str, ...] = EVALUATION_STATUSES  # the name this package's callers use
 MAX_REASON_CHARS = 500
 
 

@@ -1,11 +1,14 @@
 """evaluate(): every outcome is a typed result, never an exception."""
 
 import json
+from typing import get_args
 
 import pytest
 from eval_test_models import build
 
 from evaluation import STATUSES, EvalRequest, EvalResult, evaluate, get_task
+from evaluation.result import Status
+from store import EVALUATION_STATUSES
 
 
 def request(genome, fidelity=3, **fields):
@@ -87,6 +90,8 @@ def test_a_failing_accountant_does_not_fail_the_candidate():
 
 def test_statuses_are_validated():
     assert STATUSES == ("ok", "invalid", "nan", "oom", "timeout", "crash")
+    assert STATUSES is EVALUATION_STATUSES  # one definition: the store's
+    assert get_args(Status) == STATUSES  # the type checkers' copy agrees
     with pytest.raises(ValueError):
         EvalResult(genome_id="g", task="mqar", fidelity=1, seed=0, status="exploded")
 
