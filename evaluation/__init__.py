@@ -20,7 +20,7 @@ from .evaluate import (
     safetensors_bytes,
     train_model,
 )
-from .pool import EvaluationPool, LeaseEvent, TransientFailure
+from .pool import EvaluationPool, TransientFailure
 from .result import STATUSES, EvalRequest, EvalResult
 from .tasks import IGNORE_INDEX, TASKS, Task, get_task
 from .trainer import ScoreStats, TrainStats, score, train, train_and_score
@@ -35,7 +35,6 @@ __all__ = [
     "EvaluationPool",
     "EvaluationTimeout",
     "IncompatibleModel",
-    "LeaseEvent",
     "MemoryBudgetExceeded",
     "NonFiniteLoss",
     "ScoreStats",

@@ -24,11 +24,14 @@ writer, polls the board while it waits for results and decides:
 
 Attempts of one evaluation, however they ended, number at most ``max_retries + 1``;
 after the last, the evaluation is a ``crash`` with the reason, never left running. Each
-decision is passed to ``on_lease(LeaseEvent)``; the driver stores them
+decision is passed to ``on_lease`` as a ``store.LeaseIn``; the driver stores them
 (``store.LeaseLog``), and a driver that dies leaves leases that expire and are reclaimed
 when the run resumes (``Store.reclaim_expired_leases``). Results carry
 ``torch_threads`` and ``worker_host`` / ``worker_pid`` / ``worker_node`` in their metrics,
 so a replay can use the same thread count and a report can say where a candidate ran.
+
+The worker's side (task body, heartbeat thread, board actor) is :mod:`evaluation.worker`;
+the driver's bookkeeping of one ``evaluate`` call is :class:`evaluation.dispatch.Dispatch`.
 """
 
 from __future__ import annotations
@@ -38,18 +41,38 @@ import ipaddress
 import logging
 import os
 import socket
-import threading
-import time
-import uuid
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .evaluate import ModelBuilder, evaluate
-from .result import EvalRequest, EvalResult
+from store import LeaseIn
 
-logger = logging.getLogger(__name__)
+from .dispatch import Dispatch, ObjectRef
+from .evaluate import ModelBuilder
+from .result import EvalRequest, EvalResult
+from .worker import (
+    DEFAULT_HEARTBEAT_S,
+    TRANSIENT_MARK,
+    HeartbeatBoard,
+    TransientFailure,
+    evaluate_on_worker,
+    is_transient,
+    worker_identity,
+)
+
+__all__ = [
+    "DEFAULT_GPU_FRACTION",
+    "DEFAULT_HEARTBEAT_S",
+    "DEFAULT_LEASE_S",
+    "DEFAULT_START_GRACE_S",
+    "DEFAULT_TIMEOUT_GRACE_S",
+    "DEFAULT_TIMEOUT_S",
+    "TRANSIENT_MARK",
+    "EvaluationPool",
+    "HeartbeatBoard",
+    "TransientFailure",
+    "is_transient",
+    "worker_identity",
+]
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_GPU_FRACTION = 0.25
@@ -58,116 +81,9 @@ DEFAULT_GPU_FRACTION = 0.25
 # (which the worker enforces itself, between steps).
 DEFAULT_TIMEOUT_GRACE_S = 15.0
 _LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # results are small; don't reserve 30% of RAM
-DEFAULT_HEARTBEAT_S = 2.0
 DEFAULT_LEASE_S = 30.0
 # A fresh worker process imports torch and our packages before its first beat.
 DEFAULT_START_GRACE_S = 120.0
-TRANSIENT_MARK = "(transient)"
-LEASE_STATES = ("running", "done", "expired", "lost", "cancelled")
-
-
-class TransientFailure(RuntimeError):
-    """Raise this (or a subclass) while building or training to have the pool retry the
-    evaluation: the failure is worth another attempt (a flaky file system, a device
-    that went away). Any other exception is final: recorded with its reason, not retried.
-    """
-
-    def __str__(self) -> str:
-        return f"{super().__str__()} {TRANSIENT_MARK}"
-
-
-def is_transient(result: EvalResult) -> bool:
-    return result.status == "crash" and TRANSIENT_MARK in result.reason
-
-
-@dataclass(frozen=True)
-class LeaseEvent:
-    """What the driver decided about one attempt (fields as ``store.LeaseIn``)."""
-
-    genome_id: str
-    task: str
-    fidelity: int
-    seed: int
-    attempt: int  # 1-based
-    state: str  # one of LEASE_STATES
-    lease_s: float
-    worker: str | None = None
-    reason: str | None = None
-
-
-class HeartbeatBoard:
-    """Ray actor: the last heartbeat of every attempt in flight, on the actor's clock."""
-
-    def __init__(self) -> None:
-        self._beats: dict[str, tuple[float, str]] = {}
-
-    def beat(self, token: str, worker: str) -> None:
-        self._beats[token] = (time.monotonic(), worker)
-
-    def ages(self, tokens: list[str]) -> dict[str, tuple[float, str]]:
-        """token -> (seconds since its last beat, worker) for tokens that have beaten."""
-        now = time.monotonic()
-        return {t: (now - self._beats[t][0], self._beats[t][1]) for t in tokens if t in self._beats}
-
-    def forget(self, tokens: list[str]) -> None:
-        for token in tokens:
-            self._beats.pop(token, None)
-
-
-def worker_identity() -> dict[str, Any]:
-    """host, pid and Ray node of this process (node None outside Ray)."""
-    node = None
-    try:
-        import ray
-
-        if ray.is_initialized():
-            node = ray.get_runtime_context().get_node_id()
-    except Exception:  # noqa: BLE001 - identity is informative only
-        node = None
-    return {"worker_host": socket.gethostname(), "worker_pid": os.getpid(), "worker_node": node}
-
-
-def _identity_text(identity: dict[str, Any]) -> str:
-    node = identity.get("worker_node") or "-"
-    return f"{identity['worker_host']}:{identity['worker_pid']}@{node[:12]}"
-
-
-def _evaluate_on_worker(
-    request: EvalRequest,
-    build_model: ModelBuilder | None,
-    torch_threads: int,
-    board: Any = None,
-    token: str | None = None,
-    heartbeat_s: float = DEFAULT_HEARTBEAT_S,
-) -> EvalResult:
-    """The body of one Ray task (module level, so it pickles by reference)."""
-    import torch
-
-    torch.set_num_threads(torch_threads)
-    identity = worker_identity()
-    stop = threading.Event()
-    if board is not None and token is not None:
-        text = _identity_text(identity)
-        import ray
-
-        # The first beat is waited for: from here on, silence means a hung worker.
-        with contextlib.suppress(Exception):
-            ray.get(board.beat.remote(token, text), timeout=30)
-
-        def heartbeat() -> None:
-            while True:
-                with contextlib.suppress(Exception):  # the driver decides what silence means
-                    board.beat.remote(token, text)
-                if stop.wait(heartbeat_s):
-                    return
-
-        threading.Thread(target=heartbeat, name="evolve-heartbeat", daemon=True).start()
-    try:
-        result = evaluate(request, build_model)
-    finally:
-        stop.set()
-    metrics = {**result.metrics, "torch_threads": torch_threads, **identity}
-    return replace(result, metrics=metrics)
 
 
 class EvaluationPool:
@@ -181,8 +97,8 @@ class EvaluationPool:
     expired lease or a transient failure (see the module docstring). ``build_model`` is
     passed to ``evaluate`` on the worker (it must pickle; the default decodes DOGMA
     genomes). ``heartbeat_s`` / ``lease_s`` / ``start_grace_s`` set the leases
-    (``lease_s=None`` turns heartbeats off); ``on_lease`` receives every
-    :class:`LeaseEvent`.
+    (``lease_s=None`` turns heartbeats off); ``on_lease`` receives every decision about
+    an attempt as a ``store.LeaseIn``.
     """
 
     def __init__(
@@ -198,7 +114,7 @@ class EvaluationPool:
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         lease_s: float | None = DEFAULT_LEASE_S,
         start_grace_s: float = DEFAULT_START_GRACE_S,
-        on_lease: Callable[[LeaseEvent], None] | None = None,
+        on_lease: Callable[[LeaseIn], None] | None = None,
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -275,7 +191,7 @@ class EvaluationPool:
             self.slots = min(self.slots, max(1, int(gpus / self.gpu_fraction)))
         cores = (os.cpu_count() or 1) if self._started_ray else cpus
         self.torch_threads = max(1, cores // self.slots)
-        self._function, self._options = ray.remote(_evaluate_on_worker), options
+        self._function, self._options = ray.remote(evaluate_on_worker), options
         self._remote = self._function.options(**options)
         if self.lease_s is not None:
             self._board = ray.remote(num_cpus=0, max_restarts=-1)(HeartbeatBoard).remote()
@@ -313,213 +229,24 @@ class EvaluationPool:
         ``timeout``. Lost workers, expired leases and transient failures are retried
         (module docstring); after ``max_retries + 1`` attempts the result is ``crash``.
         """
-        import ray
-
         if self._remote is None:
             raise RuntimeError("EvaluationPool is not started; use it as a context manager")
-        results: list[EvalResult | None] = [None] * len(requests)
-        attempts = [0] * len(requests)
-        waiting = deque(enumerate(requests))
-        running: dict[Any, _Flight] = {}
-        poll_s = self.heartbeat_s if self._board is not None else None
+        return Dispatch(self, requests, on_result).run()
 
-        def record(index: int, result: EvalResult) -> None:
-            results[index] = result
-            if on_result is not None:
-                on_result(result)
-
-        def lease(flight: _Flight, state: str, reason: str | None = None) -> None:
-            if self.on_lease is None or self._board is None:
-                return
-            request = flight.request
-            self.on_lease(
-                LeaseEvent(
-                    request.genome_id,
-                    request.task,
-                    request.fidelity,
-                    request.seed,
-                    flight.attempt,
-                    state,
-                    float(self.lease_s or 0),
-                    flight.worker,
-                    reason,
-                )
-            )
-
-        def submit(index: int, request: EvalRequest) -> None:
-            attempts[index] += 1
-            if request.timeout_s is None:
-                request = replace(request, timeout_s=self.timeout_s)
-            limit = float(request.timeout_s)
-            token = uuid.uuid4().hex
-            remote = self._remote
-            if attempts[index] > 1:  # Ray's own restarts count against the same budget
-                remote = self._function.options(
-                    **{**self._options, "max_retries": max(0, self.max_retries + 1 - attempts[index])}
-                )
-            ref = remote.remote(
-                request, self.build_model, self.torch_threads, self._board, token, self.heartbeat_s
-            )
-            now = time.monotonic()
-            flight = _Flight(
-                index, request, limit, now + limit + self.timeout_grace_s, attempts[index], token, now
-            )
-            running[ref] = flight
-            lease(flight, "running")
-
-        def retry_or_fail(ref: Any, flight: _Flight, state: str, reason: str) -> None:
-            """End this attempt as ``state``; submit another or record the final crash."""
-            del running[ref]
-            lease(flight, state, reason)
-            if attempts[flight.index] <= self.max_retries:
-                submit(flight.index, requests[flight.index])
-            else:
-                tries = attempts[flight.index]
-                record(
-                    flight.index,
-                    EvalResult.for_request(
-                        requests[flight.index],
-                        "crash",
-                        f"{reason}; gave up after {tries} attempt{'s' * (tries > 1)}",
-                    ),
-                )
-
-        try:
-            while waiting or running:
-                while waiting and len(running) < self.slots:
-                    submit(*waiting.popleft())
-
-                now = time.monotonic()
-                wake = min(f.deadline for f in running.values())
-                if poll_s is not None:
-                    wake = min(wake, now + poll_s)
-                ready, _ = ray.wait(list(running), num_returns=1, timeout=max(0.0, wake - now))
-                if ready:  # collect everything finished by now, not just the first
-                    ready, _ = ray.wait(list(running), num_returns=len(running), timeout=0)
-                for ref in ready:
-                    flight = running[ref]
-                    result = self._fetch(ref, requests[flight.index])
-                    if is_transient(result):
-                        retry_or_fail(ref, flight, "lost", f"transient failure: {result.reason}")
-                        continue
-                    del running[ref]
-                    lease(flight, "done", None if result.ok else f"{result.status}: {result.reason}")
-                    record(flight.index, result)
-
-                if self._board is not None and running:
-                    self._check_leases(running, attempts, lease, retry_or_fail)
-
-                now = time.monotonic()
-                for ref, flight in list(running.items()):
-                    if now < flight.deadline:
-                        continue
-                    del running[ref]
-                    ray.cancel(ref, force=True)
-                    reason = (
-                        f"no result within {flight.limit:g}s (+{self.timeout_grace_s:g}s grace); "
-                        "worker killed"
-                    )
-                    lease(flight, "cancelled", reason)
-                    record(
-                        flight.index,
-                        EvalResult.for_request(
-                            requests[flight.index],
-                            "timeout",
-                            reason,
-                            wall_seconds=flight.limit + self.timeout_grace_s,
-                        ),
-                    )
-        finally:
-            for ref, flight in running.items():  # on_result raised or KeyboardInterrupt
-                ray.cancel(ref, force=True)
-                with contextlib.suppress(Exception):
-                    lease(flight, "cancelled", "the driver stopped waiting")
-        return [result for result in results if result is not None]
-
-    def _check_leases(
-        self,
-        running: dict[Any, _Flight],
-        attempts: list[int],
-        lease: Callable[..., None],
-        retry_or_fail: Callable[[Any, _Flight, str, str], None],
-    ) -> None:
-        """Read the heartbeat board; expire silent attempts, notice restarted ones."""
-        import ray
-
-        assert self.lease_s is not None
-        tokens = [f.token for f in running.values()]
-        try:
-            ages = ray.get(self._board.ages.remote(tokens), timeout=max(10.0, self.lease_s))
-        except Exception as error:  # noqa: BLE001 - the board restarts; judge next time
-            logger.warning("heartbeat board unavailable: %s", error)
-            return
-        now = time.monotonic()
-        for ref, flight in list(running.items()):
-            beat = ages.get(flight.token)
-            if beat is not None:
-                age, worker = beat
-                if flight.worker is not None and worker != flight.worker:
-                    # Ray ran the task again on a new worker: the old one died.
-                    lease(flight, "lost", f"worker {flight.worker} lost; Ray restarted the task")
-                    attempts[flight.index] += 1
-                    flight.attempt = attempts[flight.index]
-                    flight.worker = worker
-                    flight.renewed = now
-                    lease(flight, "running")
-                elif flight.worker is None or now - flight.renewed >= self.lease_s / 3:
-                    flight.worker = worker
-                    flight.renewed = now
-                    lease(flight, "running")
-                silent = age > self.lease_s
-                why = f"lease expired: no heartbeat for {age:.0f}s (lease {self.lease_s:g}s)"
-            else:
-                silent = now - flight.submitted > self.start_grace_s
-                why = f"lease expired: no heartbeat within {self.start_grace_s:g}s of starting"
-            if silent:
-                ray.cancel(ref, force=True)
-                with contextlib.suppress(Exception):
-                    self._board.forget.remote([flight.token])
-                retry_or_fail(ref, flight, "expired", why)
-
-    def _fetch(self, ref: Any, request: EvalRequest) -> EvalResult:
-        import ray
-        from ray import exceptions
-
-        try:
-            result = ray.get(ref)
-        except exceptions.OutOfMemoryError as error:  # killed by Ray's memory monitor
-            return EvalResult.for_request(request, "oom", f"Ray memory monitor: {error}")
-        except (exceptions.WorkerCrashedError, exceptions.NodeDiedError) as error:
-            return EvalResult.for_request(
-                request,
-                "crash",
-                f"worker lost {self.max_retries + 1} times: {type(error).__name__}: {error}",
-            )
-        except exceptions.TaskCancelledError:
-            return EvalResult.for_request(request, "timeout", "cancelled")
-        except Exception as error:  # RayTaskError (e.g. unpicklable builder) and the rest
-            return EvalResult.for_request(request, "crash", f"{type(error).__name__}: {error}")
-        if not isinstance(result, EvalResult):
-            return EvalResult.for_request(request, "crash", f"worker returned {type(result).__name__}")
-        return result
+    def _launch(self, request: EvalRequest, token: str, attempt: int) -> ObjectRef:
+        """Submit ``attempt`` (1-based) at ``request`` as a Ray task named ``token`` on the
+        heartbeat board. Ray's own restarts of a later attempt count against the same
+        budget of ``max_retries + 1`` attempts."""
+        remote = self._remote
+        if attempt > 1:
+            retries = max(0, self.max_retries + 1 - attempt)
+            remote = self._function.options(**{**self._options, "max_retries": retries})
+        return remote.remote(
+            request, self.build_model, self.torch_threads, self._board, token, self.heartbeat_s
+        )
 
 
-@dataclass
-class _Flight:
-    """One attempt in flight: its request, time limit, deadline and lease."""
-
-    index: int
-    request: EvalRequest
-    limit: float
-    deadline: float
-    attempt: int
-    token: str
-    submitted: float
-    worker: str | None = None
-    renewed: float = 0.0
-
-
-def _import_ray():
+def _import_ray() -> Any:
     """Import Ray with usage reporting off (it would otherwise try to phone home)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
@@ -560,7 +287,7 @@ def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
 
 
 @contextlib.contextmanager
-def _loopback_only():
+def _loopback_only() -> Iterator[None]:
     """Keep a locally started Ray on 127.0.0.1.
 
     On Linux, Ray turns a requested node address of 127.0.0.1 into the machine's routable

@@ -15,7 +15,7 @@ import fault_models
 import pytest
 
 from evaluation import EvalRequest, EvaluationPool
-from store import EvaluationIn, GenomeIn, IndividualIn, LeaseLog, Store, by_slot
+from store import EvaluationIn, GenomeIn, IndividualIn, LeaseIn, LeaseLog, Store, by_slot
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -133,6 +133,16 @@ def test_transient_failure_is_retried(lab, tmp_path, tally):
     assert _calls(tmp_path, "transient-once") == 2
     assert _leases(store, run_id, request.genome_id) == [(1, "lost"), (2, "done")]
     tally.add("transient exception")
+
+
+def test_the_pool_reports_leases_as_store_records(lab, tmp_path):
+    pool, _, _, events, _ = lab
+    request = _request("transient-once", tmp_path)
+    pool.evaluate([request])
+    mine = [e for e in events if e.genome_id == request.genome_id]
+    assert mine and all(type(e) is LeaseIn for e in mine)
+    assert [(e.attempt, e.state) for e in mine if e.state != "running"] == [(1, "lost"), (2, "done")]
+    assert {e.lease_s for e in mine} == {pool.lease_s}
 
 
 def test_memory_over_the_limit_is_oom(lab, tmp_path, tally):

@@ -1,0 +1,135 @@
+"""What runs on a Ray worker: the task body, its heartbeat thread, the heartbeat board.
+
+The driver side (when to submit, retry, expire or give up) is :mod:`evaluation.dispatch`;
+this module is only what the worker does and what it tells the driver.
+
+* :func:`evaluate_on_worker` is the body of one Ray task: it evaluates one request and
+  adds ``torch_threads`` and ``worker_host`` / ``worker_pid`` / ``worker_node`` to the
+  result's metrics. With a board and a token it first waits for one heartbeat to land,
+  then beats every ``heartbeat_s`` seconds from a daemon thread until the evaluation ends.
+* :class:`HeartbeatBoard` is a small Ray actor keeping the last beat of every attempt on
+  its own clock, so no clock skew between machines reaches the driver's judgement.
+* :class:`TransientFailure` raised while building or training marks the failure as worth
+  another attempt; :func:`is_transient` is how the driver reads that off a result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from .evaluate import ModelBuilder, evaluate
+from .result import EvalRequest, EvalResult
+
+DEFAULT_HEARTBEAT_S = 2.0
+TRANSIENT_MARK = "(transient)"
+FIRST_BEAT_TIMEOUT_S = 30.0
+
+
+class TransientFailure(RuntimeError):
+    """Raise this (or a subclass) while building or training to have the pool retry the
+    evaluation: the failure is worth another attempt (a flaky file system, a device
+    that went away). Any other exception is final: recorded with its reason, not retried.
+    """
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} {TRANSIENT_MARK}"
+
+
+def is_transient(result: EvalResult) -> bool:
+    """Whether ``result`` is a crash caused by a :class:`TransientFailure` (its reason
+    carries :data:`TRANSIENT_MARK`)."""
+    return result.status == "crash" and TRANSIENT_MARK in result.reason
+
+
+class HeartbeatBoard:
+    """Ray actor: the last heartbeat of every attempt in flight, on the actor's clock.
+
+    An attempt is named by a token (a random hex string the driver makes per attempt);
+    a worker names itself by the text of :func:`identity_text`.
+    """
+
+    def __init__(self) -> None:
+        self._beats: dict[str, tuple[float, str]] = {}
+
+    def beat(self, token: str, worker: str) -> None:
+        self._beats[token] = (time.monotonic(), worker)
+
+    def ages(self, tokens: list[str]) -> dict[str, tuple[float, str]]:
+        """token -> (seconds since its last beat, worker) for tokens that have beaten."""
+        now = time.monotonic()
+        return {t: (now - self._beats[t][0], self._beats[t][1]) for t in tokens if t in self._beats}
+
+    def forget(self, tokens: list[str]) -> None:
+        for token in tokens:
+            self._beats.pop(token, None)
+
+
+def worker_identity() -> dict[str, Any]:
+    """host, pid and Ray node of this process (node None outside Ray)."""
+    node = None
+    try:
+        import ray
+
+        if ray.is_initialized():
+            node = ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - identity is informative only
+        node = None
+    return {"worker_host": socket.gethostname(), "worker_pid": os.getpid(), "worker_node": node}
+
+
+def identity_text(identity: dict[str, Any]) -> str:
+    """``host:pid@node12`` (the first 12 characters of the Ray node id, ``-`` without)."""
+    node = identity.get("worker_node") or "-"
+    return f"{identity['worker_host']}:{identity['worker_pid']}@{node[:12]}"
+
+
+def evaluate_on_worker(
+    request: EvalRequest,
+    build_model: ModelBuilder | None,
+    torch_threads: int,
+    board: Any = None,
+    token: str | None = None,
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+) -> EvalResult:
+    """The body of one Ray task (module level, so it pickles by reference).
+
+    ``board`` is a handle to a :class:`HeartbeatBoard` actor (None: no heartbeats);
+    ``token`` names this attempt on it.
+    """
+    import torch
+
+    torch.set_num_threads(torch_threads)
+    identity = worker_identity()
+    stop = threading.Event()
+    if board is not None and token is not None:
+        _start_heartbeat(board, token, identity_text(identity), heartbeat_s, stop)
+    try:
+        result = evaluate(request, build_model)
+    finally:
+        stop.set()
+    metrics = {**result.metrics, "torch_threads": torch_threads, **identity}
+    return replace(result, metrics=metrics)
+
+
+def _start_heartbeat(board: Any, token: str, worker: str, heartbeat_s: float, stop: threading.Event) -> None:
+    """Send one beat and wait for it to land (from then on, silence means a hung worker),
+    then beat every ``heartbeat_s`` seconds from a daemon thread until ``stop`` is set."""
+    import ray
+
+    with contextlib.suppress(Exception):
+        ray.get(board.beat.remote(token, worker), timeout=FIRST_BEAT_TIMEOUT_S)
+
+    def heartbeat() -> None:
+        while True:
+            with contextlib.suppress(Exception):  # the driver decides what silence means
+                board.beat.remote(token, worker)
+            if stop.wait(heartbeat_s):
+                return
+
+    threading.Thread(target=heartbeat, name="evolve-heartbeat", daemon=True).start()
