@@ -11,7 +11,7 @@ import gc
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -28,7 +28,7 @@ DEFAULT_STEPS = 300  # a fidelity at which the default mqar separates mixers fro
 #: ``build_model(genome_yaml) -> model | (model, vocab_size) | (model, vocab_size, max_len)``
 #: (``None`` for an unknown size). Raising ``ValueError`` (``genome.GenomeError`` is one)
 #: marks the genome ``invalid``, as do sizes smaller than the task needs.
-ModelBuilder = Callable[[str], "nn.Module | tuple[nn.Module, int | None, ...]"]
+ModelBuilder = Callable[[str], "nn.Module | tuple[Any, ...]"]
 #: ``account_model(genome_yaml, seq_len) -> {"params": ..., "flops_per_token": ...}``.
 ModelAccountant = Callable[[str, int], Mapping[str, int]]
 
@@ -147,9 +147,10 @@ def train_model(
             built = build_model(request.genome_yaml)
         except ValueError as error:
             return finish("invalid", _describe(error))
-        model, vocab_size, max_len = _unpack_built(built)
-        if not isinstance(model, nn.Module):
-            return finish("invalid", f"builder returned {type(model).__name__}, not a Module")
+        candidate, vocab_size, max_len = _unpack_built(built)
+        if not isinstance(candidate, nn.Module):
+            return finish("invalid", f"builder returned {type(candidate).__name__}, not a Module")
+        model = candidate
         if vocab_size is not None and vocab_size < task.vocab_size:
             return finish(
                 "invalid",
@@ -273,7 +274,7 @@ def _unpack_built(built: object) -> tuple[object, int | None, int | None]:
     return built, None, None
 
 
-def _tensors(output: object):
+def _tensors(output: object) -> Iterator[torch.Tensor]:
     if isinstance(output, torch.Tensor):
         yield output
     elif isinstance(output, tuple | list):

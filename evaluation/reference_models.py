@@ -7,6 +7,8 @@ it clearly above chance while ``MLPOnlyLM`` (no sequence mixing) cannot; the tes
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -37,7 +39,7 @@ class _Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.mix is not None:
+        if self.mix is not None and self.mix_norm is not None:
             x = x + self.mix(self.mix_norm(x))
         return x + self.mlp(self.mlp_norm(x))
 
@@ -70,7 +72,9 @@ class MLPOnlyLM(TinyAttentionLM):
         self.blocks = nn.ModuleList(_Block(width, None) for _ in range(layers))
 
 
-def calibrate(task_name: str = "mqar", steps: int | None = None, seed: int = 0, **overrides):
+def calibrate(
+    task_name: str = "mqar", steps: int | None = None, seed: int = 0, **overrides: Any
+) -> dict[str, dict[str, float]]:
     """Train both yardsticks on one thread; return {model: metrics}."""
     from .evaluate import DEFAULT_STEPS
     from .tasks import get_task
@@ -79,7 +83,7 @@ def calibrate(task_name: str = "mqar", steps: int | None = None, seed: int = 0, 
     torch.set_num_threads(1)
     task = get_task(task_name, **overrides)
     steps = steps or DEFAULT_STEPS
-    report = {}
+    report: dict[str, dict[str, float]] = {}
     for name, cls in (("attention", TinyAttentionLM), ("mlp_only", MLPOnlyLM)):
         torch.manual_seed(seed)
         model = cls(task.vocab_size, task.seq_len)
@@ -90,7 +94,7 @@ def calibrate(task_name: str = "mqar", steps: int | None = None, seed: int = 0, 
 if __name__ == "__main__":
     import sys
 
-    for name, metrics in calibrate(*sys.argv[1:2]).items():
+    for name, metrics in calibrate(sys.argv[1] if len(sys.argv) > 1 else "mqar").items():
         print(
             f"{name:10s} accuracy={metrics['accuracy']:.3f} (chance "
             f"{metrics['chance_accuracy']:.3f}) loss={metrics['loss']:.3f} "
