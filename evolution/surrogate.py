@@ -1,0 +1,160 @@
+"""A surrogate model of quality, and the surrogate-assisted choice of which children to train.
+
+The surrogate is a random forest (scikit-learn) over the flat feature dicts of
+`evolution.features`: `DictVectorizer` turns the dicts into a matrix (a key never seen in
+training is ignored at prediction, a key missing from a row reads as 0), and the forest
+gives a mean prediction and a spread, the standard deviation of its trees' predictions
+(each tree is fitted on a bootstrap sample, so the spread is larger far from the data).
+
+Quality is "higher is better" (an accuracy). Everything is deterministic: the forest's
+`random_state` is derived from the `seed` argument, it runs on one thread (`n_jobs=1`),
+and `select_children` draws only from the `random.Random` it is given.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from sklearn.ensemble import RandomForestRegressor  # type: ignore[import-untyped]
+from sklearn.feature_extraction import DictVectorizer  # type: ignore[import-untyped]
+
+from evaluation.tasks import derive_seed
+
+Features = Mapping[str, float]
+MIN_ROWS = 8
+
+
+class Surrogate:
+    """Mean and spread of quality as a function of the features.
+
+    `Surrogate(seed).fit(rows)` with rows `(features, quality)`; `predict(features_list)`
+    gives `(mean, std)` arrays. Fitting refuses (ValueError) fewer than `min_rows` rows or a
+    non-finite value: the caller then goes on without a surrogate."""
+
+    def __init__(
+        self, seed: int = 0, n_estimators: int = 100, min_rows: int = MIN_ROWS, min_samples_leaf: int = 1
+    ) -> None:
+        if min_rows < 2:
+            raise ValueError(f"min_rows must be at least 2, got {min_rows}")
+        self.seed = seed
+        self.n_estimators = n_estimators
+        self.min_rows = min_rows
+        self.min_samples_leaf = min_samples_leaf
+        self.n_rows = 0
+        self._vectorizer: DictVectorizer | None = None
+        self._forest: RandomForestRegressor | None = None
+
+    @property
+    def fitted(self) -> bool:
+        return self._forest is not None
+
+    def fit(self, rows: Sequence[tuple[Features, float]]) -> Surrogate:
+        """Fit on `(features, quality)` rows (replacing any earlier fit); returns self."""
+        if len(rows) < self.min_rows:
+            raise ValueError(f"the surrogate needs at least {self.min_rows} rows, got {len(rows)}")
+        features = [dict(f) for f, _ in rows]
+        y = np.asarray([q for _, q in rows], dtype=float)
+        if not np.all(np.isfinite(y)):
+            raise ValueError("the surrogate's qualities must be finite")
+        vectorizer = DictVectorizer(sparse=False, sort=True)
+        x = np.asarray(vectorizer.fit_transform(features), dtype=float)
+        if not np.all(np.isfinite(x)):
+            raise ValueError("the surrogate's features must be finite")
+        forest = RandomForestRegressor(
+            n_estimators=self.n_estimators,
+            min_samples_leaf=self.min_samples_leaf,
+            max_features=1.0,
+            bootstrap=True,
+            random_state=derive_seed("surrogate", self.seed) % (1 << 32),
+            n_jobs=1,
+        )
+        forest.fit(x, y)
+        self._vectorizer, self._forest, self.n_rows = vectorizer, forest, len(rows)
+        return self
+
+    def predict(self, features_list: Sequence[Features]) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, std) of the predicted quality of each feature dict: the forest's mean and
+        the standard deviation of its trees' predictions."""
+        if self._vectorizer is None or self._forest is None:
+            raise RuntimeError("the surrogate is not fitted")
+        if not features_list:
+            return np.zeros(0), np.zeros(0)
+        x = np.asarray(self._vectorizer.transform([dict(f) for f in features_list]), dtype=float)
+        per_tree = np.stack([tree.predict(x) for tree in self._forest.estimators_])
+        return per_tree.mean(axis=0), per_tree.std(axis=0)
+
+
+def select_children(
+    candidates: Sequence[Features],
+    k: int,
+    explore_fraction: float,
+    rng: random.Random,
+    surrogate: Surrogate | None,
+    kappa: float = 0.0,
+) -> list[int]:
+    """Indices of the `k` candidates (of `n` bred ones) to train, without repeats.
+
+    Exploitation: the top `k - round(explore_fraction * k)` candidates by the acquisition
+    `mean + kappa * std` of the surrogate's prediction (upper confidence bound; ties go to
+    the lower index). Exploration: the other `round(explore_fraction * k)` drawn uniformly
+    at random, without replacement, from the candidates not already chosen. Python's
+    `round` rounds halves to even (round(0.5 * 5) = 2).
+
+    `kappa` defaults to 0 (rank by the predicted mean): on NAS-Bench-201 the forest's spread
+    is largest where its trees disagree whether a cell computes anything at all, and a bonus
+    for it (kappa = 1) picked children no better than random ones, while the mean alone
+    picked near the best; exploration comes from the random share instead.
+
+    With `surrogate=None` (or an unfitted one) all `k` are drawn at random. With `k >= n`
+    every index is returned. The result lists the exploited indices first (best first),
+    then the explored ones in draw order; for a given `rng` state it is deterministic, and
+    `rng` is advanced only by the exploration draw."""
+    if k < 0:
+        raise ValueError(f"k must be non-negative, got {k}")
+    if not 0.0 <= explore_fraction <= 1.0:
+        raise ValueError(f"explore_fraction must lie in [0, 1], got {explore_fraction}")
+    n = len(candidates)
+    if k >= n:
+        return list(range(n))
+    if surrogate is None or not surrogate.fitted:
+        return rng.sample(range(n), k)
+    n_explore = round(explore_fraction * k)
+    mean, std = surrogate.predict(candidates)
+    acquisition = mean + kappa * std
+    order = sorted(range(n), key=lambda i: (-float(acquisition[i]), i))
+    chosen = order[: k - n_explore]
+    taken = set(chosen)
+    rest = [i for i in range(n) if i not in taken]
+    return chosen + rng.sample(rest, n_explore)
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1, tied values sharing their average rank."""
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), dtype=float)
+    ranks[order] = np.arange(len(x), dtype=float)
+    _, inverse = np.unique(x, return_inverse=True)
+    sums = np.bincount(inverse, weights=ranks)
+    counts = np.bincount(inverse)
+    return np.asarray((sums / counts)[inverse], dtype=float)
+
+
+def rank_correlation(predicted: Sequence[float] | np.ndarray, actual: Sequence[float] | np.ndarray) -> float:
+    """Spearman's rank correlation of two equally long sequences (ties get average ranks);
+    NaN when it is undefined (fewer than two values, a non-finite value, or either side
+    constant)."""
+    p = np.asarray(predicted, dtype=float).ravel()
+    a = np.asarray(actual, dtype=float).ravel()
+    if p.shape != a.shape:
+        raise ValueError(f"predicted and actual differ in length: {p.size} != {a.size}")
+    if p.size < 2 or not (np.all(np.isfinite(p)) and np.all(np.isfinite(a))):
+        return math.nan
+    rp, ra = _average_ranks(p), _average_ranks(a)
+    rp, ra = rp - rp.mean(), ra - ra.mean()
+    denominator = math.sqrt(float(rp @ rp) * float(ra @ ra))
+    if denominator == 0.0:
+        return math.nan
+    return float(rp @ ra) / denominator
