@@ -6,6 +6,9 @@ text, metrics / change records / configs are JSON-able dicts kept as canonical J
 have equal text (which is how a retried commit is recognised as the same content).
 
 Natural keys carry UNIQUE constraints so that a retried write can never double a row.
+
+Every change to these tables comes with an Alembic revision in ``store/migrations``
+(see that package's docstring for how to write one).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from sqlalchemy.types import TypeDecorator
 RUN_STATUSES = ("running", "finished", "failed")
 EVALUATION_STATUSES = ("ok", "invalid", "nan", "oom", "timeout", "crash")
 LEASE_STATES = ("running", "done", "expired", "lost", "cancelled")
-#: Bumped when a release changes tables in a way ``create_all`` cannot (new tables are fine).
-SCHEMA_VERSION = 2
+#: The ``schema_version`` row of every store Alembic manages, frozen: release 0.1 refuses a
+#: store above its own 2. The schema's version is the Alembic revision (store/migrations).
+LEGACY_SCHEMA_VERSION = 3
 
 
 def canonical_json(value: Any) -> str:
@@ -240,11 +244,11 @@ class Artifact(Base):
 
 
 class SchemaVersion(Base):
-    """The schema version the database was created with (one row).
+    """The version row of release 0.1, kept as a guard for programs of that release.
 
-    Written in the same guarded transaction as the tables (see ``Store._create_schema``), so
-    a store either has all its tables and this row, or neither; a program refuses a store
-    written by a newer schema instead of misreading it.
+    Release 0.1 wrote version 2 here and refuses a store whose version is higher. Since
+    Alembic took over (revision 0002) the row holds :data:`LEGACY_SCHEMA_VERSION` and is
+    never bumped again; ``alembic_version`` says which revision a store is at.
     """
 
     __tablename__ = "schema_version"

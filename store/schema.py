@@ -1,67 +1,124 @@
-"""Opening a store: make sure its tables are there, once, whoever else opens it.
+"""Opening a store: bring its schema to the newest migration, once, whoever else opens it.
 
-The common case (the schema is there) is a read, so opening a store in use by a running
-driver takes no write lock. Otherwise tables and the version row are made in one write
-transaction, serialised by BEGIN IMMEDIATE on SQLite and by a transaction-scoped advisory
-lock on PostgreSQL (its DDL is transactional, so a second process waits, then finds
-everything and creates nothing).
+The common case (the store is at head) is one read, so opening a store in use by a
+running driver takes no write lock. Otherwise the Alembic revisions of
+:mod:`store.migrations` run in one write transaction that has the store to itself
+(:func:`migration_connection`): ``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped
+advisory lock on PostgreSQL. DDL is transactional on both, so a store is either upgraded
+whole or not at all, and a second process opening it at the same moment waits, then
+finds it at head and changes nothing.
+
+A store at a revision this program does not know was written by a newer program: it is
+refused and left untouched.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from sqlalchemy import inspect, select, text
+from sqlalchemy import Engine, func, select
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from store import transactions
 from store.engine import Engines
-from store.models import SCHEMA_VERSION, Base, SchemaVersion
 from store.records import StoreError
 
-# Any 64-bit constant: the PostgreSQL advisory lock that serialises schema creation.
+# Alembic is imported when a store is opened, not with the package: `import store` stays as
+# fast as SQLAlchemy alone for commands that never open one.
+
+# Any 64-bit constant: the PostgreSQL advisory lock that serialises schema changes.
 _SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"dogma-evolve schema").digest()[:8], "big") >> 1
 
 
-def _schema_version(session: Session) -> int | None:
-    """The stored schema version; None when the schema is not (completely) there."""
-    connection = session.connection()
-    names = set(inspect(connection).get_table_names())
-    if not names:
-        return None
-    if SchemaVersion.__tablename__ not in names:
-        return 1 if "runs" in names else None  # stores written before the version table
-    version = session.scalar(select(SchemaVersion.version).where(SchemaVersion.id == 1))
-    if version is None or not set(Base.metadata.tables) <= names:
-        return None
-    return int(version)
-
-
-def _current(version: int | None) -> bool:
-    if version is not None and version > SCHEMA_VERSION:
-        raise StoreError(
-            f"the store has schema version {version}, newer than this program's "
-            f"{SCHEMA_VERSION}; upgrade dogma-evolve to use it"
-        )
-    return version == SCHEMA_VERSION
-
-
-def ensure_schema(engines: Engines) -> None:
-    """Create missing tables once, safely when several processes open an empty store."""
-    if _current(transactions.read(engines.read, _schema_version, "reading the schema version")):
+def upgrade_to_head(engines: Engines) -> None:
+    """Create or upgrade the store's tables to the newest revision (see the module doc)."""
+    stored = transactions.read(engines.read, _stored_revisions, "reading the schema revision")
+    if _at_head(stored):
         return
+    transactions.retrying(lambda: _upgrade(engines.write), "creating or upgrading tables")
 
-    def create(session: Session) -> None:
-        connection = session.connection()
-        if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
-        if _current(_schema_version(session)):
-            return  # another process created it while we waited for the lock
-        Base.metadata.create_all(connection)
-        row = session.get(SchemaVersion, 1)
-        if row is None:
-            session.add(SchemaVersion(id=1, version=SCHEMA_VERSION))
-        else:
-            row.version = SCHEMA_VERSION
 
-    transactions.write(engines.write, create, "creating tables")
+def stored_revisions(connection: Connection) -> tuple[str, ...]:
+    """The revisions recorded in ``alembic_version`` (none for a new or pre-Alembic store)."""
+    from alembic.runtime.migration import MigrationContext
+
+    return tuple(MigrationContext.configure(connection).get_current_heads())
+
+
+def _stored_revisions(session: Session) -> tuple[str, ...]:
+    return stored_revisions(session.connection())
+
+
+def _at_head(stored: tuple[str, ...]) -> bool:
+    from store import migrations
+
+    unknown = sorted(revision for revision in stored if not migrations.known(revision))
+    if unknown:
+        raise StoreError(
+            f"the store has schema revision {unknown[0]}, newer than this program's "
+            f"{', '.join(sorted(migrations.heads()))}; upgrade dogma-evolve to use it"
+        )
+    return set(stored) == migrations.heads()
+
+
+def _upgrade(engine: Engine) -> None:
+    from alembic import command
+    from alembic.util import CommandError
+
+    from store import migrations
+
+    with migration_connection(engine) as connection:
+        if _at_head(stored_revisions(connection)):
+            return  # another process upgraded it while we waited for the lock
+        try:
+            command.upgrade(migrations.config(connection), "head")
+        except CommandError as exc:
+            raise StoreError(f"migrating the schema: {exc}") from exc
+
+
+@contextmanager
+def migration_connection(engine: Engine) -> Iterator[Connection]:
+    """A connection inside a write transaction that has the store to itself.
+
+    On SQLite the transaction is ``BEGIN IMMEDIATE`` (the write engine's), with foreign
+    keys off while it lasts: a migration that alters a table copies it, drops the old
+    one and renames the copy, which enforced foreign keys would refuse. They are checked
+    (``PRAGMA foreign_key_check``) before the commit and turned on again after it. On
+    PostgreSQL an advisory lock is taken for the transaction.
+    """
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            _sqlite_foreign_keys(connection, on=False)
+        try:
+            with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    connection.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
+                yield connection
+                if sqlite:
+                    _check_foreign_keys(connection)
+        finally:
+            if sqlite:
+                _sqlite_foreign_keys(connection, on=True)
+
+
+def _sqlite_foreign_keys(connection: Connection, *, on: bool) -> None:
+    """Set SQLite's foreign-key enforcement; only possible outside a transaction, so it is
+    set on the driver's connection, before SQLAlchemy begins one."""
+    if connection.invalidated:
+        return  # a broken connection is discarded by the pool, not reused
+    driver = connection.connection.driver_connection
+    driver.execute(f"PRAGMA foreign_keys = {'ON' if on else 'OFF'}")
+
+
+def _check_foreign_keys(connection: Connection) -> None:
+    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        table, rowid, parent, _ = broken[0]
+        raise StoreError(
+            f"a migration left {len(broken)} rows with a dangling foreign key "
+            f"(first: {table} row {rowid} -> {parent}); nothing was changed"
+        )

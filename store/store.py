@@ -43,7 +43,7 @@ from store.records import (
     RunRecord,
     StoreError,
 )
-from store.schema import ensure_schema
+from store.schema import upgrade_to_head
 
 T = TypeVar("T")
 
@@ -65,7 +65,7 @@ class Store:
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open {describe(url)}: {transactions.one_line(exc)}") from exc
         try:
-            ensure_schema(self._engines)
+            upgrade_to_head(self._engines)
         except StoreError as exc:
             self.close()
             raise StoreError(f"cannot open {describe(url)}: {exc}") from exc

@@ -82,6 +82,16 @@ def row_counts(url: str, tables: tuple[str, ...] = TABLES) -> dict[str, int]:
         engine.dispose()
 
 
+def scalar(url: str, sql: str) -> object:
+    """The one value a query answers, through a connection of its own (not the store's)."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return connection.execute(text(sql)).scalar_one()
+    finally:
+        engine.dispose()
+
+
 def execute_unchecked(url: str, statements: list[tuple[str, dict]]) -> None:
     """Run raw SQL with foreign keys unenforced: how tests plant damaged data."""
     engine = create_engine(url)

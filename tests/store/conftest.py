@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from store import GenomeIn, Store
-from store.testing import execute_unchecked, postgres_or_skip, row_counts, scratch_database
+from store.testing import execute_unchecked, postgres_or_skip, row_counts, scalar, scratch_database
 
 
 def make_genome(text: str) -> GenomeIn:
@@ -42,6 +42,7 @@ def helpers() -> SimpleNamespace:
     return SimpleNamespace(
         make_genome=make_genome,
         row_counts=row_counts,
+        scalar=scalar,
         safetensors_bytes=safetensors_bytes,
         execute_unchecked=execute_unchecked,
     )

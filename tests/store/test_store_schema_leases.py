@@ -1,4 +1,4 @@
-"""Schema creation under a race, schema versions, 63-bit seeds, and evaluation leases."""
+"""Schema creation under a race, schema revisions, 63-bit seeds, and evaluation leases."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import traceback
 import pytest
 
 from store import EvaluationIn, IndividualIn, LeaseIn, Store, StoreError, by_slot
-from store.models import SCHEMA_VERSION
 
 OPENERS = 6
 
@@ -36,21 +35,22 @@ def test_processes_opening_an_empty_store_at_once_create_it_once(store_url: str,
     for process in processes:
         process.join(timeout=30)
     assert [o for o in outcomes if o] == []
-    assert helpers.row_counts(store_url, ("runs", "schema_version")) == {
+    assert helpers.row_counts(store_url, ("runs", "schema_version", "alembic_version")) == {
         "runs": OPENERS,
         "schema_version": 1,
+        "alembic_version": 1,
     }
 
 
 def test_a_store_from_a_newer_program_is_refused_untouched(store_url: str, helpers) -> None:
     with Store(store_url) as store:
         store.create_run({}, seed=1, task="t")
-    helpers.execute_unchecked(
-        store_url, [("UPDATE schema_version SET version = :v", {"v": SCHEMA_VERSION + 1})]
-    )
-    with pytest.raises(StoreError, match="newer"):
+    # a newer program upgraded the store to a revision this one does not have
+    helpers.execute_unchecked(store_url, [("UPDATE alembic_version SET version_num = '9999'", {})])
+    with pytest.raises(StoreError, match="revision 9999, newer than this program"):
         Store(store_url)
     assert helpers.row_counts(store_url, ("runs",)) == {"runs": 1}
+    assert helpers.scalar(store_url, "SELECT version_num FROM alembic_version") == "9999"
 
 
 def test_sixty_three_bit_seeds_round_trip(store: Store, helpers) -> None:
