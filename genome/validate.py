@@ -122,17 +122,18 @@ def parse_document(doc: Any) -> Genome:
             raise GenomeError(f"region {prev.id}: a promoter must be followed by a coding region")
 
     layers = 0
-    for k, (prev, r) in enumerate(zip([None, *regions], regions, strict=False)):
-        copies = prev.settings_dict["copies"] if prev is not None and prev.type == "promoter" else 1
+    for k, r in enumerate(regions):
+        before = regions[k - 1] if k else None
+        copies = before.settings_dict["copies"] if before is not None and before.type == "promoter" else 1
         layers += copies * len(r.bases)
-        bases = []
+        derived: list[Base] = []
         for j, b in enumerate(r.bases):
             try:
                 params = KINDS[b.gene.kind].derive(b.gene.as_dict, structural)
             except ValueError as e:
                 raise GenomeError(f"region {r.id} base {j} {b.gene.kind}: {e}") from None
-            bases.append(Base(b.type, Gene(b.gene.kind, tuple(sorted(params.items())))))
-        regions[k] = Region(r.id, r.type, tuple(bases), r.settings)
+            derived.append(Base(b.type, Gene(b.gene.kind, tuple(sorted(params.items())))))
+        regions[k] = Region(r.id, r.type, tuple(derived), r.settings)
     if layers > MAX_LAYERS:
         raise GenomeError(f"genome expresses {layers} layers (at most {MAX_LAYERS})")
 
@@ -156,6 +157,7 @@ def _edges(raw_edges: Any, regions: list[Region]) -> tuple[Edge, ...]:
         for end in (src, dst):
             if not isinstance(end, str) or end not in by_id:
                 raise GenomeError(f"{where}: no region {end!r:.40}")
+        assert isinstance(src, str) and isinstance(dst, str) and isinstance(kind, str)  # checked above
         if (src, dst) in pairs:
             raise GenomeError(f"{where}: duplicate edge between the same regions")
         pairs.add((src, dst))
