@@ -17,12 +17,16 @@ Expression rules:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from genome import Genome
 from phenotype.blocks.base import BlockConfig
 from phenotype.blocks.norm import NormConfig
 from phenotype.blocks.regulation import AllostericConfig, GateConfig
 from phenotype.registry import REGISTRY
+
+if TYPE_CHECKING:
+    from phenotype.model import DogmaModel
 
 
 @dataclass(frozen=True)
@@ -68,13 +72,19 @@ class ModelConfig:
     tie_embeddings: bool
     stages: tuple[Stage, ...]
 
-    def build(self):  # -> DogmaModel (import here: model imports this module)
-        from phenotype.model import DogmaModel
+    def build(self) -> DogmaModel:
+        from phenotype.model import DogmaModel  # here: model imports this module
 
         return DogmaModel(self)
 
     def stage(self, region_id: str) -> Stage:
         return next(s for s in self.stages if s.region_id == region_id)
+
+
+def _block(kind: str) -> type[BlockConfig]:
+    if kind not in REGISTRY:
+        raise KeyError(f"gene kind {kind!r} has no block: no phenotype.blocks config names it")
+    return REGISTRY[kind].config
 
 
 def model_config(genome: Genome) -> ModelConfig:
@@ -98,7 +108,7 @@ def model_config(genome: Genome) -> ModelConfig:
             if not expression["expressed"]:
                 continue
             layers = tuple(
-                LayerConfig(REGISTRY[b.gene.kind].config.from_gene(b.gene.as_dict, s, copy), norm)
+                LayerConfig(_block(b.gene.kind).from_gene(b.gene.as_dict, s, copy), norm)
                 for copy in range(expression["copies"])
                 for b in region.bases
             )

@@ -2,64 +2,59 @@
 
 Forward runs the stages in genome order (see `phenotype.config` for the expression rules);
 `init_state` / `step` run the same network one token at a time from a cache, and
-`generate` decodes greedily or by sampling from that cache.
+`generate` decodes greedily or by sampling from that cache. Both forms share one walk over
+the stages (`DogmaModel._walk`) and one residual rule (`ResidualLayer`); they differ only
+in how a coding region's layers run (the whole sequence, or one token with its states).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.regulation import EdgeGate
+from phenotype.blocks.base import Carry, Mixer
+from phenotype.blocks.regulation import AllostericRouter, EdgeGate
 from phenotype.config import CodingStage, ModelConfig, RegulatoryStage
 
 
 class ResidualLayer(nn.Module):
-    """x + g·s·f(norm(x)) (pre-norm) or norm(x + g·s·f(x)) (post-norm)."""
+    """x + g·s·f(norm(x)) (pre-norm) or norm(x + g·s·f(x)) (post-norm), f the mixer, g the
+    region's gate (or None), s its strength; `forward` and `step` differ only in f's call."""
 
-    def __init__(self, mixer: nn.Module, norm: nn.Module, pre_norm: bool, strength: float):
+    def __init__(self, mixer: Mixer[Any], norm: nn.Module, pre_norm: bool, strength: float):
         super().__init__()
         self.mixer, self.norm = mixer, norm
         self.pre_norm, self.strength = pre_norm, strength
 
-    def _update(self, update: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+    def _mixer_input(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) if self.pre_norm else x
+
+    def _residual(self, x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
         if self.strength != 1.0:
-            update = update * self.strength
-        return update if gate is None else update * gate
+            y = y * self.strength
+        if gate is not None:
+            y = y * gate
+        return x + y if self.pre_norm else self.norm(x + y)
 
-    def forward(self, x: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
-        if self.pre_norm:
-            return x + self._update(self.mixer(self.norm(x)), gate)
-        return self.norm(x + self._update(self.mixer(x), gate))
+    def forward(self, x: torch.Tensor, gate: torch.Tensor | None, carry: Carry) -> torch.Tensor:
+        """x: (B, T, D), gate (B, T, 1) or None -> (B, T, D)."""
+        return self._residual(x, self.mixer.forward_carried(self._mixer_input(x), carry), gate)
 
-    def step(self, x_t: torch.Tensor, gate: torch.Tensor | None, state: Any):
-        if self.pre_norm:
-            y, state = self.mixer.step(self.norm(x_t), state)
-            return x_t + self._update(y, gate), state
-        y, state = self.mixer.step(x_t, state)
-        return self.norm(x_t + self._update(y, gate)), state
+    def step(
+        self, x_t: torch.Tensor, gate: torch.Tensor | None, state: Any, carry: Carry
+    ) -> tuple[torch.Tensor, Any]:
+        """x_t: (B, D), gate (B, 1) or None, the mixer's state -> (B, D), its next state."""
+        y, state = self.mixer.step_carried(self._mixer_input(x_t), state, carry)
+        return self._residual(x_t, y, gate), state
 
-    # Mixers that carry epigenetic marks from block to block (`carries_memory`) take and
-    # return the marks beside the stream.
-    def forward_memory(
-        self, x: torch.Tensor, gate: torch.Tensor | None, marks: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        y, marks = self.mixer.forward_memory(self.norm(x) if self.pre_norm else x, marks)
-        if self.pre_norm:
-            return x + self._update(y, gate), marks
-        return self.norm(x + self._update(y, gate)), marks
 
-    def step_memory(
-        self, x_t: torch.Tensor, gate: torch.Tensor | None, state: Any, marks: torch.Tensor | None
-    ):
-        y, state, marks = self.mixer.step_memory(self.norm(x_t) if self.pre_norm else x_t, state, marks)
-        if self.pre_norm:
-            return x_t + self._update(y, gate), state, marks
-        return self.norm(x_t + self._update(y, gate)), state, marks
+RegionRun = Callable[[str, list[ResidualLayer], torch.Tensor, torch.Tensor | None], torch.Tensor]
+"""(coding region id, its layers, x (B, T, D), its gate (B, T, 1) or None) -> x after them."""
 
 
 def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -95,7 +90,7 @@ class DogmaModel(nn.Module):
                 signal_width[stage.region_id] = stage.signal_width
                 continue
             if stage.shares_from is not None:
-                source = self.stages[stage.shares_from]
+                source = self._layers(stage.shares_from)
                 layers = [
                     ResidualLayer(
                         source[i % len(source)].mixer, source[i % len(source)].norm, pre_norm, stage.strength
@@ -104,7 +99,7 @@ class DogmaModel(nn.Module):
                 ]
             else:
                 layers = [
-                    ResidualLayer(layer.block.build(), layer.norm.build(), pre_norm, stage.strength)
+                    ResidualLayer(_mixer(layer.block.build()), layer.norm.build(), pre_norm, stage.strength)
                     for layer in stage.layers
                 ]
             self.stages[stage.region_id] = nn.ModuleList(layers)
@@ -166,80 +161,91 @@ class DogmaModel(nn.Module):
         allosteric: dict[str, torch.Tensor],
     ) -> None:
         """Run a regulatory region on x (B, T, D): its gates' signal, its routers' gates."""
-        gates = self.stages[stage.region_id]
+        gates = cast(nn.ModuleList, self.stages[stage.region_id])
         if len(gates):
             signals[stage.region_id] = torch.cat([g(x) for g in gates], dim=-1)
         else:
             signals[stage.region_id] = x.new_zeros(*x.shape[:-1], 0)
-        for router in self.routers[stage.region_id] if stage.routers else ():
+        routers = cast(nn.ModuleList, self.routers[stage.region_id]) if stage.routers else ()
+        for router in cast(list[AllostericRouter], list(routers)):
             sources = [outputs[r] for r in router.cfg.sources] or [x]
             for target, g in router(sources).items():
                 allosteric[target] = g if target not in allosteric else allosteric[target] * g
+
+    def _layers(self, region_id: str) -> list[ResidualLayer]:
+        """The residual layers of a coding region, in order."""
+        return [cast(ResidualLayer, layer) for layer in cast(nn.ModuleList, self.stages[region_id])]
+
+    def _coding_layers(self) -> list[ResidualLayer]:
+        """Every coding layer in order, a shared region's at each use (each keeps its own state)."""
+        return [
+            layer
+            for stage in self.cfg.stages
+            if isinstance(stage, CodingStage)
+            for layer in self._layers(stage.region_id)
+        ]
+
+    def _walk(self, x: torch.Tensor, run_region: RegionRun) -> torch.Tensor:
+        """Run the stages in genome order on x (B, T, D): a regulatory region emits its signal
+        and allosteric gates, a coding region runs its layers (`run_region`) under its gate,
+        then adds its loops. What `forward` and `step` share."""
+        signals: dict[str, torch.Tensor] = {}
+        outputs: dict[str, torch.Tensor] = {}
+        allosteric: dict[str, torch.Tensor] = {}
+        for stage in self.cfg.stages:
+            if isinstance(stage, RegulatoryStage):
+                self._regulate(stage, x, outputs, signals, allosteric)
+                continue
+            gate = self._gate(stage, signals, allosteric)
+            x = run_region(stage.region_id, self._layers(stage.region_id), x, gate)
+            for src in stage.loops_from:
+                x = x + self.loop_scales[f"{src}__{stage.region_id}"] * outputs[src]
+            outputs[stage.region_id] = x
+        return x
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """ids: (B, T) int64 -> logits (B, T, V)."""
         if ids.shape[-1] > self.cfg.max_len and self.cfg.positions == "learned":
             raise ValueError(f"sequence length {ids.shape[-1]} exceeds max_len {self.cfg.max_len}")
-        x = self._embed(ids, 0)
-        signals: dict[str, torch.Tensor] = {}
-        outputs: dict[str, torch.Tensor] = {}
-        allosteric: dict[str, torch.Tensor] = {}
-        marks: dict[int, torch.Tensor] = {}  # epigenetic marks by width, block to block
-        for stage in self.cfg.stages:
-            modules = self.stages[stage.region_id]
-            if isinstance(stage, RegulatoryStage):
-                self._regulate(stage, x, outputs, signals, allosteric)
-                continue
-            gate = self._gate(stage, signals, allosteric)
-            for layer in modules:
-                if getattr(layer.mixer, "carries_memory", False):
-                    width = layer.mixer.cfg.slots
-                    x, marks[width] = layer.forward_memory(x, gate, marks.get(width))
-                else:
-                    x = layer(x, gate)
-            for src in stage.loops_from:
-                x = x + self.loop_scales[f"{src}__{stage.region_id}"] * outputs[src]
-            outputs[stage.region_id] = x
-        return self._logits(x)
+        carry: Carry = {}
+
+        def run_region(
+            region_id: str, layers: list[ResidualLayer], x: torch.Tensor, gate: torch.Tensor | None
+        ) -> torch.Tensor:
+            for layer in layers:
+                x = layer(x, gate, carry)
+            return x
+
+        return self._logits(self._walk(self._embed(ids, 0), run_region))
 
     # -- recurrent form ------------------------------------------------------------------
     def init_state(self, batch: int) -> dict[str, Any]:
         layers = {
-            rid: [layer.mixer.init_state(batch) for layer in mods]
-            for rid, mods in self.stages.items()
-            if isinstance(self.cfg.stage(rid), CodingStage)
+            stage.region_id: [layer.mixer.init_state(batch) for layer in self._layers(stage.region_id)]
+            for stage in self.cfg.stages
+            if isinstance(stage, CodingStage)
         }
         return {"pos": 0, "layers": layers}
 
     @torch.no_grad()
-    def step(self, ids_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
+    def step(self, ids_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
         """ids_t: (B,) -> logits (B, V) for the next token, and the advanced state."""
-        x = self._embed(ids_t[:, None], state["pos"])
-        signals: dict[str, torch.Tensor] = {}
-        outputs: dict[str, torch.Tensor] = {}
-        allosteric: dict[str, torch.Tensor] = {}
-        marks: dict[int, torch.Tensor] = {}
+        carry: Carry = {}
         new_layers: dict[str, list[Any]] = {}
-        for stage in self.cfg.stages:
-            modules = self.stages[stage.region_id]
-            if isinstance(stage, RegulatoryStage):  # per token: run on a length-1 sequence
-                self._regulate(stage, x, outputs, signals, allosteric)
-                continue
-            gate = self._gate(stage, signals, allosteric)
-            gate = None if gate is None else gate[:, 0]
-            new_layers[stage.region_id] = []
-            x = x[:, 0]
-            for layer, layer_state in zip(modules, state["layers"][stage.region_id], strict=True):
-                if getattr(layer.mixer, "carries_memory", False):
-                    width = layer.mixer.cfg.slots
-                    x, layer_state, marks[width] = layer.step_memory(x, gate, layer_state, marks.get(width))
-                else:
-                    x, layer_state = layer.step(x, gate, layer_state)
-                new_layers[stage.region_id].append(layer_state)
-            x = x[:, None]
-            for src in stage.loops_from:
-                x = x + self.loop_scales[f"{src}__{stage.region_id}"] * outputs[src]
-            outputs[stage.region_id] = x
+
+        def run_region(
+            region_id: str, layers: list[ResidualLayer], x: torch.Tensor, gate: torch.Tensor | None
+        ) -> torch.Tensor:
+            # The walk holds one token as a length-1 sequence (what regulatory regions read);
+            # layers step on (B, D).
+            x_t, gate_t = x[:, 0], None if gate is None else gate[:, 0]
+            new_layers[region_id] = []
+            for layer, layer_state in zip(layers, state["layers"][region_id], strict=True):
+                x_t, layer_state = layer.step(x_t, gate_t, layer_state, carry)
+                new_layers[region_id].append(layer_state)
+            return x_t[:, None]
+
+        x = self._walk(self._embed(ids_t[:, None], state["pos"]), run_region)
         return self._logits(x[:, 0]), {"pos": state["pos"] + 1, "layers": new_layers}
 
     @torch.no_grad()
@@ -268,7 +274,11 @@ class DogmaModel(nn.Module):
     def aux_loss(self) -> torch.Tensor:
         """Sum of the layers' weighted auxiliary losses from the last forward (the MoE
         load-balancing losses); the trainer adds it to the task loss. 0 when there are none."""
-        losses = [m.last_aux_loss for m in self.modules() if getattr(m, "last_aux_loss", None) is not None]
+        losses = [
+            loss
+            for m in self.modules()
+            if isinstance(loss := getattr(m, "last_aux_loss", None), torch.Tensor)
+        ]
         if not losses:
             return self.embed.weight.new_zeros(())
         return torch.stack(losses).sum()
@@ -280,18 +290,15 @@ class DogmaModel(nn.Module):
 
     def state_size(self, seq_len: int) -> int:
         """Inference-state elements per sequence after `seq_len` tokens, all layers."""
-        return sum(
-            layer.mixer.state_size(seq_len)
-            for rid, mods in self.stages.items()
-            if isinstance(self.cfg.stage(rid), CodingStage)
-            for layer in mods
-        )
+        return sum(layer.mixer.state_size(seq_len) for layer in self._coding_layers())
 
     def extra_flops_per_token(self) -> int:
         """Elementwise scan FLOPs the mixers declare (a FLOP counter cannot see them)."""
-        return sum(
-            layer.mixer.cfg.extra_flops_per_token()
-            for rid, mods in self.stages.items()
-            if isinstance(self.cfg.stage(rid), CodingStage)
-            for layer in mods
-        )
+        return sum(layer.mixer.cfg.extra_flops_per_token() for layer in self._coding_layers())
+
+
+def _mixer(module: nn.Module) -> Mixer[Any]:
+    """A coding block's module, checked to honour the mixer contract (`blocks.base`)."""
+    if not isinstance(module, Mixer):
+        raise TypeError(f"{type(module).__name__} is not a Mixer: a coding block must build one")
+    return module

@@ -23,31 +23,31 @@ Inference state: the KV cache, 2·g·e elements per token of context (up to the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
+from phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
 
 
 @dataclass(frozen=True)
-class AttentionConfig(BlockConfig):
-    heads: int = 4
-    kv_heads: int = 4
-    head_dim: int = 16
-    window: int = 0  # 0 = full causal context (a global layer of an interleave too)
-    qk_norm: bool = False
-    rope: bool = True
-    rope_theta: float = 10_000.0
-    alibi: bool = False
+class AttentionConfig(BlockConfig, kind="attention", role="sequence"):
+    heads: int
+    kv_heads: int
+    head_dim: int
+    window: int  # 0 = full causal context (a global layer of an interleave too)
+    qk_norm: bool
+    rope: bool  # the structural `positions` is rope
+    rope_theta: float
+    alibi: bool  # the structural `positions` is alibi
 
     @classmethod
-    def from_gene(
-        cls, params: dict[str, Any], structural: dict[str, Any], layer_idx: int = 0
-    ) -> AttentionConfig:
+    def from_gene(cls, params: dict[str, Any], structural: Mapping[str, Any], layer_idx: int = 0) -> Self:
+        """`global_every` is no field: it sets this layer's window (0 on global copies)."""
         params = dict(params)
         global_every = params.pop("global_every", 0)
         if global_every and (layer_idx + 1) % global_every == 0:
@@ -116,7 +116,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return out.flatten(-2)
 
 
-class Attention(nn.Module):
+class Attention(Mixer[AttentionConfig]):
     def __init__(self, cfg: AttentionConfig):
         super().__init__()
         self.cfg = cfg

@@ -14,12 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig
+from phenotype.blocks.base import BlockConfig, Mixer, depthwise_conv_step
 
 
 @dataclass(frozen=True)
-class ConvConfig(BlockConfig):
-    kernel: int = 4
+class ConvConfig(BlockConfig, kind="conv", role="sequence"):
+    kernel: int
 
     def build(self) -> ShortConv:
         return ShortConv(self)
@@ -34,7 +34,7 @@ class ConvConfig(BlockConfig):
         return self.d_model * (self.kernel - 1)
 
 
-class ShortConv(nn.Module):
+class ShortConv(Mixer[ConvConfig]):
     def __init__(self, cfg: ConvConfig):
         super().__init__()
         self.cfg = cfg
@@ -51,7 +51,7 @@ class ShortConv(nn.Module):
     def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x_t: (B, D) -> (B, D); the state holds the previous k-1 inputs (B, D, k-1)."""
         window = torch.cat([state, x_t[:, :, None]], -1)
-        y = (window * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias
+        y = depthwise_conv_step(self.conv1d, window)
         return y, window[:, :, 1:]
 
     def state_size(self, seq_len: int) -> int:

@@ -1,4 +1,4 @@
-"""The four-path DNA compute block (DOGMA, DESIGN.md §3).
+"""The four-path DNA compute block (DOGMA; gene kind `dna`, a T base).
 
 Four causal sequence paths read the same input x_t (width D) and a regulation gate mixes
 them per token:
@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
+from phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
 
 _NUCLEOTIDES = "ATCG"
 
@@ -69,13 +69,13 @@ def species_names(n: int) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class DNAConfig(BlockConfig):
-    width: int = 32  # P: channels of paths B and D
-    reactions: int = 8  # R: path A
-    d_state: int = 8  # N: path B species per channel
-    species: int = 4  # S: path C states per lane
-    lanes: int = 4  # L: path C
-    window: int = 4  # w: path D hybridisation window
+class DNAConfig(BlockConfig, kind="dna", role="sequence"):
+    width: int  # P: channels of paths B and D
+    reactions: int  # R: path A
+    d_state: int  # N: path B species per channel
+    species: int  # S: path C states per lane
+    lanes: int  # L: path C
+    window: int  # w: path D hybridisation window
 
     def build(self) -> DNABlock:
         return DNABlock(self)
@@ -140,7 +140,7 @@ def prefix_products(m: torch.Tensor) -> torch.Tensor:
     return m
 
 
-class DNABlock(nn.Module):
+class DNABlock(Mixer[DNAConfig]):
     def __init__(self, cfg: DNAConfig):
         super().__init__()
         self.cfg = cfg

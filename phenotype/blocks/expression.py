@@ -19,9 +19,9 @@ from phenotype.blocks.base import BlockConfig, ChannelMixer, linear_params, no_w
 
 
 @dataclass(frozen=True)
-class ExpressionConfig(BlockConfig):
-    hidden: int = 1024
-    activation: str = "gelu"
+class ExpressionConfig(BlockConfig, kind="expression", role="channel"):
+    hidden: int
+    activation: str  # gelu | silu
 
     def build(self) -> ExpressionFolder:
         return ExpressionFolder(self)
@@ -35,7 +35,7 @@ class ExpressionConfig(BlockConfig):
         return 4 * self.d_model * self.hidden
 
 
-class ExpressionFolder(ChannelMixer):
+class ExpressionFolder(ChannelMixer[ExpressionConfig]):
     def __init__(self, cfg: ExpressionConfig):
         super().__init__()
         self.cfg = cfg

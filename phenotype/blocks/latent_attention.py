@@ -16,31 +16,30 @@ elements per token instead of 2·h·(n + e_v); `step` re-expands keys and values
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from phenotype.blocks.attention import apply_rope, rope_tables
-from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
+from phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
 
 
 @dataclass(frozen=True)
-class LatentAttentionConfig(BlockConfig):
-    heads: int = 4
-    kv_rank: int = 32  # c: the cached latent's width
-    q_rank: int = 0  # c': 0 = no query compression (DeepSeek-V2-Lite)
-    head_dim: int = 16  # n: per-head query/key width without position
-    rope_dim: int = 8  # r: decoupled RoPE width (shared key)
-    v_head_dim: int = 16  # e_v
-    rope_theta: float = 10_000.0
+class LatentAttentionConfig(BlockConfig, kind="mla", role="sequence"):
+    heads: int
+    kv_rank: int  # c: the cached latent's width
+    q_rank: int  # c': 0 = no query compression (DeepSeek-V2-Lite)
+    head_dim: int  # n: per-head query/key width without position
+    rope_dim: int  # r: decoupled RoPE width (shared key)
+    v_head_dim: int  # e_v
+    rope_theta: float  # structural
 
     @classmethod
-    def from_gene(
-        cls, params: dict[str, Any], structural: dict[str, Any], layer_idx: int = 0
-    ) -> LatentAttentionConfig:
+    def from_gene(cls, params: dict[str, Any], structural: Mapping[str, Any], layer_idx: int = 0) -> Self:
         return cls(
             d_model=structural["d_model"],
             bias=structural["bias"],
@@ -76,7 +75,7 @@ class LatentAttentionConfig(BlockConfig):
         return self.kv_rank + self.rope_dim
 
 
-class LatentAttention(nn.Module):
+class LatentAttention(Mixer[LatentAttentionConfig]):
     def __init__(self, cfg: LatentAttentionConfig):
         super().__init__()
         self.cfg = cfg

@@ -22,15 +22,16 @@ The recurrence's work, 5 FLOPs per state element per token, is declared in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from phenotype.blocks.attention import apply_rope, rope_tables
-from phenotype.blocks.base import BlockConfig, linear_params
+from phenotype.blocks.base import BlockConfig, Mixer, linear_params
 
 _EPS = 1e-6
 
@@ -51,10 +52,10 @@ def glr_step(
 
 
 @dataclass(frozen=True)
-class LinearAttentionConfig(BlockConfig):
-    heads: int = 4
-    head_dim: int = 16
-    feature: str = "elu"  # elu (elu + 1) | relu
+class LinearAttentionConfig(BlockConfig, kind="linear_attention", role="sequence"):
+    heads: int
+    head_dim: int
+    feature: str  # elu (elu + 1) | relu
 
     def build(self) -> LinearAttention:
         return LinearAttention(self)
@@ -75,7 +76,7 @@ class LinearAttentionConfig(BlockConfig):
         return self.heads * self.head_dim * (self.head_dim + 1)
 
 
-class LinearAttention(nn.Module):
+class LinearAttention(Mixer[LinearAttentionConfig]):
     def __init__(self, cfg: LinearAttentionConfig):
         super().__init__()
         self.cfg = cfg
@@ -128,16 +129,14 @@ class LinearAttention(nn.Module):
 
 
 @dataclass(frozen=True)
-class RetentionConfig(BlockConfig):
-    heads: int = 4
-    head_dim: int = 16  # key width e_k
-    v_head_dim: int = 16  # value width e_v (RetNet uses 2·e_k)
-    rope_theta: float = 10_000.0
+class RetentionConfig(BlockConfig, kind="retention", role="sequence"):
+    heads: int
+    head_dim: int  # key width e_k
+    v_head_dim: int  # value width e_v (RetNet uses 2·e_k)
+    rope_theta: float  # structural
 
     @classmethod
-    def from_gene(
-        cls, params: dict[str, Any], structural: dict[str, Any], layer_idx: int = 0
-    ) -> RetentionConfig:
+    def from_gene(cls, params: dict[str, Any], structural: Mapping[str, Any], layer_idx: int = 0) -> Self:
         return cls(
             d_model=structural["d_model"],
             bias=structural["bias"],
@@ -172,7 +171,7 @@ def retention_log_decay(heads: int) -> torch.Tensor:
     return torch.log1p(-(2.0 ** (-5.0 - torch.arange(heads, dtype=torch.float64))))
 
 
-class Retention(nn.Module):
+class Retention(Mixer[RetentionConfig]):
     def __init__(self, cfg: RetentionConfig):
         super().__init__()
         self.cfg = cfg

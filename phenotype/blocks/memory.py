@@ -8,9 +8,10 @@ Epigenetic memory — M "marks" per token, read and written through gates:
     y_t = (r_t ⊙ e_t) W_o
 
 e^in_t are the marks the previous epigenetic block (same width M) left at token t (0 for the
-first): the model threads them from block to block (`carries_memory`), and m carries them
-across chunks of a sequence (the `step` state, M elements). The temporal carry is a diagonal
-linear recurrence (`kernels.gated_linear_recurrence`, one 1 x 1 state per mark).
+first): they travel from block to block in the stack's carry (`blocks.base.Carry`, one key
+per width), and m carries them across chunks of a sequence (the `step` state, M elements).
+The temporal carry is a diagonal linear recurrence (`kernels.gated_linear_recurrence`, one
+1 x 1 state per mark).
 
 TetraMemory — tokens sit on a causal tetrahedral mesh: token t is bonded to itself, to its
 local window t-1..t-w and to strided "face" neighbours t-b^1, ..., t-b^ℓ (stride b,
@@ -35,12 +36,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
+from phenotype.blocks.base import BlockConfig, Carry, Mixer, linear_params, no_weight_decay
 
 
 @dataclass(frozen=True)
-class EpigeneticConfig(BlockConfig):
-    slots: int = 16  # M marks
+class EpigeneticConfig(BlockConfig, kind="epigenetic", role="sequence"):
+    slots: int  # M marks
 
     def build(self) -> EpigeneticMemory:
         return EpigeneticMemory(self)
@@ -59,8 +60,9 @@ class EpigeneticConfig(BlockConfig):
         return self.slots
 
 
-class EpigeneticMemory(nn.Module):
-    carries_memory = True
+class EpigeneticMemory(Mixer[EpigeneticConfig]):
+    """Hands its marks e to the next epigenetic block of the same width through the carry
+    (key `carry_key`); alone (plain `forward` / `step`) it inherits none."""
 
     def __init__(self, cfg: EpigeneticConfig):
         super().__init__()
@@ -72,11 +74,15 @@ class EpigeneticMemory(nn.Module):
         self.out_proj = nn.Linear(m, d, bias=cfg.bias)
         no_weight_decay(self.persistence)
 
-    def _gates(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    @property
+    def carry_key(self) -> str:
+        return f"epigenetic_marks/{self.cfg.slots}"
+
+    def _gates(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         read, write = torch.sigmoid(self.gates(x)).chunk(2, -1)
         return read, write, write * torch.tanh(self.candidate(x))
 
-    def forward_memory(
+    def _forward_marks(
         self, x: torch.Tensor, marks: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, T, D), inherited marks (B, T, M) or None -> (y (B, T, D), marks (B, T, M))."""
@@ -99,15 +105,20 @@ class EpigeneticMemory(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D) (no inherited marks)."""
-        return self.forward_memory(x, None)[0]
+        return self._forward_marks(x, None)[0]
+
+    def forward_carried(self, x: torch.Tensor, carry: Carry) -> torch.Tensor:
+        y, carry[self.carry_key] = self._forward_marks(x, carry.get(self.carry_key))
+        return y
 
     def init_state(self, batch: int) -> torch.Tensor:
         return self.persistence.new_zeros(batch, self.cfg.slots)
 
-    def step_memory(
+    def _step_marks(
         self, x_t: torch.Tensor, state: torch.Tensor, marks: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x_t: (B, D), state m_{t-1} (B, M), inherited marks (B, M) or None."""
+        """x_t: (B, D), state m_{t-1} (B, M), inherited marks (B, M) or None
+        -> (y_t (B, D), m_t, marks handed on (B, M))."""
         read, write, written = self._gates(x_t)
         lam = torch.sigmoid(self.persistence)
         m = lam * state + (1 - lam) * written
@@ -115,7 +126,13 @@ class EpigeneticMemory(nn.Module):
         return self.out_proj(read * marks_out), m, marks_out
 
     def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        y, state, _ = self.step_memory(x_t, state, None)
+        y, state, _ = self._step_marks(x_t, state, None)
+        return y, state
+
+    def step_carried(
+        self, x_t: torch.Tensor, state: torch.Tensor, carry: Carry
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        y, state, carry[self.carry_key] = self._step_marks(x_t, state, carry.get(self.carry_key))
         return y, state
 
     def state_size(self, seq_len: int) -> int:
@@ -123,11 +140,11 @@ class EpigeneticMemory(nn.Module):
 
 
 @dataclass(frozen=True)
-class TetraConfig(BlockConfig):
-    window: int = 2  # local neighbours t-1..t-w
-    stride: int = 4  # face neighbours t - stride^j
-    levels: int = 2  # j = 1..levels
-    rounds: int = 2  # message-passing rounds (shared weights)
+class TetraConfig(BlockConfig, kind="tetra", role="sequence"):
+    window: int  # local neighbours t-1..t-w
+    stride: int  # face neighbours t - stride^j
+    levels: int  # j = 1..levels
+    rounds: int  # message-passing rounds (shared weights)
 
     def build(self) -> TetraMemory:
         return TetraMemory(self)
@@ -150,7 +167,9 @@ class TetraConfig(BlockConfig):
         return self.rounds * max(self.offsets) * self.d_model
 
 
-class TetraMemory(nn.Module):
+class TetraMemory(Mixer[TetraConfig]):
+    offset: torch.Tensor  # the bond offsets (K,), a buffer
+
     def __init__(self, cfg: TetraConfig):
         super().__init__()
         self.cfg = cfg

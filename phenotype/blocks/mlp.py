@@ -7,6 +7,7 @@ geglu(x)  = (gelu(x W_1) ⊙ (x W_3)) W_2                    (Shazeer, 2020)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -15,13 +16,13 @@ from torch import nn
 
 from phenotype.blocks.base import BlockConfig, ChannelMixer, linear_params
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
 
 @dataclass(frozen=True)
-class MLPConfig(BlockConfig):
-    hidden: int = 1024
-    activation: str = "gelu"
+class MLPConfig(BlockConfig, kind="mlp", role="channel"):
+    hidden: int
+    activation: str  # gelu | relu
 
     def build(self) -> MLP:
         return MLP(self)
@@ -35,7 +36,7 @@ class MLPConfig(BlockConfig):
         return 4 * self.d_model * self.hidden
 
 
-class MLP(ChannelMixer):
+class MLP(ChannelMixer[MLPConfig]):
     def __init__(self, cfg: MLPConfig):
         super().__init__()
         self.cfg = cfg
@@ -49,8 +50,8 @@ class MLP(ChannelMixer):
 
 
 @dataclass(frozen=True)
-class SwiGLUConfig(BlockConfig):
-    hidden: int = 1024
+class SwiGLUConfig(BlockConfig, kind="swiglu", role="channel"):
+    hidden: int
 
     def build(self) -> SwiGLU:
         return SwiGLU(self)
@@ -64,8 +65,9 @@ class SwiGLUConfig(BlockConfig):
         return 6 * self.d_model * self.hidden
 
 
-class SwiGLU(ChannelMixer):
-    activation = staticmethod(F.silu)
+class SwiGLU(ChannelMixer[SwiGLUConfig]):
+    def activation(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x)
 
     def __init__(self, cfg: SwiGLUConfig):
         super().__init__()
@@ -80,10 +82,11 @@ class SwiGLU(ChannelMixer):
 
 
 @dataclass(frozen=True)
-class GeGLUConfig(SwiGLUConfig):
+class GeGLUConfig(SwiGLUConfig, kind="geglu", role="channel"):
     def build(self) -> GeGLU:
         return GeGLU(self)
 
 
 class GeGLU(SwiGLU):
-    activation = staticmethod(F.gelu)
+    def activation(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x)

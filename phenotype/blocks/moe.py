@@ -27,13 +27,13 @@ from phenotype.blocks.mlp import GeGLUConfig, MLPConfig, SwiGLUConfig
 
 
 @dataclass(frozen=True)
-class MoEConfig(BlockConfig):
-    experts: int = 8
-    top_k: int = 2
-    hidden: int = 256  # per expert
-    expert: str = "swiglu"  # swiglu | geglu | gelu | relu (an MLP with that activation)
-    shared: int = 0  # shared experts, fused into one of width shared * hidden
-    aux_weight: float = 0.01
+class MoEConfig(BlockConfig, kind="moe", role="channel"):
+    experts: int
+    top_k: int
+    hidden: int  # per expert
+    expert: str  # swiglu | geglu | gelu | relu (an MLP with that activation)
+    shared: int  # shared experts, fused into one of width shared * hidden
+    aux_weight: float
 
     def build(self) -> MoE:
         return MoE(self)
@@ -72,7 +72,7 @@ def load_balancing_loss(probs: torch.Tensor, top_idx: torch.Tensor) -> torch.Ten
     return experts * (dispatched.mean(0) * probs.mean(0)).sum()
 
 
-class MoE(ChannelMixer):
+class MoE(ChannelMixer[MoEConfig]):
     def __init__(self, cfg: MoEConfig):
         super().__init__()
         self.cfg = cfg

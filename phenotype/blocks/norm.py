@@ -21,6 +21,7 @@ class NormConfig:
     bias: bool
 
     def build(self) -> nn.Module:
+        norm: nn.LayerNorm | nn.RMSNorm
         if self.kind == "layernorm":
             norm = nn.LayerNorm(self.d_model, eps=self.eps, bias=self.bias)
         else:

@@ -14,18 +14,18 @@ module on one token with the carried (h, c) / h. The recurrences' matrix work is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, linear_params
+from phenotype.blocks.base import BlockConfig, Mixer, linear_params
 
 
 @dataclass(frozen=True)
-class LSTMConfig(BlockConfig):
-    hidden: int = 64
-    gates = 4  # LSTM: input, forget, cell, output
+class LSTMConfig(BlockConfig, kind="lstm", role="sequence"):
+    hidden: int
+    gates: ClassVar[int] = 4  # LSTM: input, forget, cell, output
 
     def build(self) -> nn.Module:
         return FusedRecurrence(self)
@@ -45,14 +45,14 @@ class LSTMConfig(BlockConfig):
 
 
 @dataclass(frozen=True)
-class GRUConfig(LSTMConfig):
-    gates = 3  # GRU: reset, update, new
+class GRUConfig(LSTMConfig, kind="gru", role="sequence"):
+    gates: ClassVar[int] = 3  # GRU: reset, update, new
 
     def state_fixed(self) -> int:
         return self.hidden
 
 
-class FusedRecurrence(nn.Module):
+class FusedRecurrence(Mixer[LSTMConfig]):
     def __init__(self, cfg: LSTMConfig):
         super().__init__()
         self.cfg = cfg

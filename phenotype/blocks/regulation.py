@@ -23,8 +23,8 @@ from phenotype.blocks.base import BlockConfig, ChannelMixer, linear_params
 
 
 @dataclass(frozen=True)
-class GateConfig(BlockConfig):
-    hidden: int = 16
+class GateConfig(BlockConfig, kind="gate", role="regulatory"):
+    hidden: int
 
     def build(self) -> RegulationGate:
         return RegulationGate(self)
@@ -36,7 +36,7 @@ class GateConfig(BlockConfig):
         return 2 * self.d_model * self.hidden
 
 
-class RegulationGate(ChannelMixer):
+class RegulationGate(ChannelMixer[GateConfig]):
     def __init__(self, cfg: GateConfig):
         super().__init__()
         self.cfg = cfg
@@ -63,12 +63,17 @@ class EdgeGate(nn.Module):
         self.represses = represses
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
-        g = torch.sigmoid(self.proj(r) if self.proj is not None else self.bias.expand(*r.shape[:-1], 1))
+        if self.proj is not None:
+            logit = self.proj(r)
+        else:
+            assert self.bias is not None  # one of the two exists (__init__)
+            logit = self.bias.expand(*r.shape[:-1], 1)
+        g = torch.sigmoid(logit)
         return 1 - g if self.represses else g
 
 
 @dataclass(frozen=True)
-class AllostericConfig(BlockConfig):
+class AllostericConfig(BlockConfig, kind="allosteric", role="regulatory"):
     """Allosteric regulation: sparse top-k communication between regions.
 
     Placed in a regulatory region, it reads the outputs of the coding regions before it
@@ -85,9 +90,9 @@ class AllostericConfig(BlockConfig):
     Causal (token t reads token t only) and cheap: O(sources·targets·S) per token.
     """
 
-    k: int = 2
-    width: int = 16
-    sources: tuple[str, ...] = ()
+    k: int
+    width: int
+    sources: tuple[str, ...] = ()  # wired by `phenotype.config`, not genes
     targets: tuple[str, ...] = ()
 
     def build(self) -> AllostericRouter:

@@ -25,16 +25,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
+from phenotype.blocks.base import BlockConfig, Mixer, depthwise_conv_step, linear_params, no_weight_decay
 
 _C = 8.0
 
 
 @dataclass(frozen=True)
-class RGLRUConfig(BlockConfig):
-    width: int = 64  # E (Griffin: 4/3 · d_model)
-    heads: int = 4  # blocks of the gates' block-diagonal matrices
-    d_conv: int = 4
+class RGLRUConfig(BlockConfig, kind="rglru", role="sequence"):
+    width: int  # E (Griffin: 4/3 · d_model)
+    heads: int  # blocks of the gates' block-diagonal matrices
+    d_conv: int
 
     def build(self) -> RGLRUBlock:
         return RGLRUBlock(self)
@@ -63,7 +63,7 @@ class RGLRUConfig(BlockConfig):
         return self.width * self.d_conv
 
 
-class RGLRUBlock(nn.Module):
+class RGLRUBlock(Mixer[RGLRUConfig]):
     def __init__(self, cfg: RGLRUConfig):
         super().__init__()
         self.cfg = cfg
@@ -115,7 +115,7 @@ class RGLRUBlock(nn.Module):
         """x_t: (B, D) -> (B, D)."""
         g = F.gelu(self.gate_proj(x_t))
         window = torch.cat([state["conv"], self.in_proj(x_t)[:, :, None]], -1)
-        u = (window * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias
+        u = depthwise_conv_step(self.conv1d, window)
         log_a, v = self._gated(u)
         h = torch.exp(log_a) * state["h"] + v
         return self.out_proj(h * g), {"conv": window[:, :, 1:], "h": h}

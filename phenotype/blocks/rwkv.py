@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, no_weight_decay
+from phenotype.blocks.base import BlockConfig, Mixer, no_weight_decay
 
 
 def _shift(x: torch.Tensor) -> torch.Tensor:
@@ -39,7 +39,7 @@ def _ramp(d: int, power: float) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class RWKVTimeMixConfig(BlockConfig):
+class RWKVTimeMixConfig(BlockConfig, kind="rwkv", role="sequence"):
     def build(self) -> RWKVTimeMix:
         return RWKVTimeMix(self)
 
@@ -56,7 +56,7 @@ class RWKVTimeMixConfig(BlockConfig):
         return 4 * self.d_model
 
 
-class RWKVTimeMix(nn.Module):
+class RWKVTimeMix(Mixer[RWKVTimeMixConfig]):
     def __init__(self, cfg: RWKVTimeMixConfig):
         super().__init__()
         self.cfg = cfg
@@ -114,8 +114,8 @@ class RWKVTimeMix(nn.Module):
 
 
 @dataclass(frozen=True)
-class RWKVChannelMixConfig(BlockConfig):
-    hidden: int = 1024
+class RWKVChannelMixConfig(BlockConfig, kind="rwkv_channel", role="channel"):
+    hidden: int
 
     def build(self) -> RWKVChannelMix:
         return RWKVChannelMix(self)
@@ -132,7 +132,7 @@ class RWKVChannelMixConfig(BlockConfig):
         return self.d_model
 
 
-class RWKVChannelMix(nn.Module):
+class RWKVChannelMix(Mixer[RWKVChannelMixConfig]):
     def __init__(self, cfg: RWKVChannelMixConfig):
         super().__init__()
         self.cfg = cfg

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
+from phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
 
 
 def hippo_legs(n: int) -> torch.Tensor:
@@ -51,9 +51,9 @@ def s4d_legs_init(n: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @dataclass(frozen=True)
-class S4Config(BlockConfig):
-    d_state: int = 16  # N real state dimensions per channel (N/2 complex modes)
-    init: str = "legs"  # legs | lin
+class S4Config(BlockConfig, kind="s4", role="sequence"):
+    d_state: int  # N real state dimensions per channel (N/2 complex modes)
+    init: str  # legs | lin
 
     def build(self) -> S4D:
         return S4D(self)
@@ -73,7 +73,7 @@ class S4Config(BlockConfig):
         return self.d_model * self.d_state
 
 
-class S4D(nn.Module):
+class S4D(Mixer[S4Config]):
     def __init__(self, cfg: S4Config):
         super().__init__()
         self.cfg = cfg

@@ -24,15 +24,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, linear_params, no_weight_decay
+from phenotype.blocks.base import BlockConfig, Mixer, depthwise_conv_step, linear_params, no_weight_decay
 
 
 @dataclass(frozen=True)
-class MambaConfig(BlockConfig):
-    d_state: int = 16
-    expand: int = 2
-    d_conv: int = 4
-    dt_rank: int = 16
+class MambaConfig(BlockConfig, kind="mamba", role="sequence"):
+    d_state: int
+    expand: int
+    d_conv: int
+    dt_rank: int
 
     @property
     def d_inner(self) -> int:
@@ -67,7 +67,7 @@ class MambaConfig(BlockConfig):
         return self.d_inner * (self.d_conv - 1) + self.d_inner * self.d_state
 
 
-class Mamba(nn.Module):
+class Mamba(Mixer[MambaConfig]):
     def __init__(self, cfg: MambaConfig):
         super().__init__()
         self.cfg = cfg
@@ -124,7 +124,7 @@ class Mamba(nn.Module):
         """x_t: (B, D) -> (B, D): one step of the recurrence above."""
         u, z = self.in_proj(x_t).chunk(2, dim=-1)  # (B, E)
         window = torch.cat([state["conv"], u[:, :, None]], dim=-1)  # (B, E, d_conv)
-        u = F.silu((window * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
+        u = F.silu(depthwise_conv_step(self.conv1d, window))
         delta, Bm, Cm = self._ssm_inputs(u)
         delta = F.softplus(delta + self.dt_proj.bias)
         A = -torch.exp(self.A_log)
@@ -138,7 +138,7 @@ class Mamba(nn.Module):
 
 
 @dataclass(frozen=True)
-class Mamba2Config(BlockConfig):
+class Mamba2Config(BlockConfig, kind="mamba2", role="sequence"):
     """Mamba-2 (Dao & Gu, 2024), as `mamba_ssm.Mamba2` with one group of B, C:
 
         [z, xBC, dt] = x W_in;   [u, B, C] = silu(causal_depthwise_conv(xBC))
@@ -151,10 +151,10 @@ class Mamba2Config(BlockConfig):
     step by step in inference. State: the conv window (E + 2N)·(d_conv - 1) and E·N.
     """
 
-    d_state: int = 16
-    expand: int = 2
-    head_dim: int = 16  # P; heads = expand·d_model / P
-    d_conv: int = 4
+    d_state: int
+    expand: int
+    head_dim: int  # P; heads = expand·d_model / P
+    d_conv: int
 
     @property
     def d_inner(self) -> int:
@@ -194,7 +194,7 @@ class Mamba2Config(BlockConfig):
         return self.conv_width * (self.d_conv - 1) + self.d_inner * self.d_state
 
 
-class Mamba2(nn.Module):
+class Mamba2(Mixer[Mamba2Config]):
     def __init__(self, cfg: Mamba2Config):
         super().__init__()
         self.cfg = cfg
@@ -246,7 +246,7 @@ class Mamba2(nn.Module):
         c = self.cfg
         z, xbc, dt = self.in_proj(x_t).split([c.d_inner, c.conv_width, c.heads], -1)
         window = torch.cat([state["conv"], xbc[:, :, None]], -1)
-        xbc = F.silu((window * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
+        xbc = F.silu(depthwise_conv_step(self.conv1d, window))
         u, Bm, Cm, delta, log_decay = self._split(xbc, dt)  # u: (B, H, P)
         k = delta[..., None] * Bm[:, None]  # (B, H, N)
         h = torch.exp(log_decay)[..., None, None] * state["ssm"] + k[..., None] * u[:, :, None]

@@ -22,8 +22,8 @@ from phenotype.blocks.base import no_weight_decay
 
 
 @dataclass(frozen=True)
-class StrandAttentionConfig(AttentionConfig):
-    scales: int = 4
+class StrandAttentionConfig(AttentionConfig, kind="strand_attention", role="sequence"):
+    scales: int
 
     def build(self) -> StrandAttention:
         return StrandAttention(self)
@@ -33,6 +33,8 @@ class StrandAttentionConfig(AttentionConfig):
 
 
 class StrandAttention(Attention):
+    cfg: StrandAttentionConfig
+
     def __init__(self, cfg: StrandAttentionConfig):
         super().__init__(cfg)
         self.entropy = nn.Parameter(torch.full((cfg.heads,), -2.0))

@@ -14,6 +14,7 @@ import kernels
 from genome import KINDS, Genome
 from phenotype import model_config
 from phenotype.blocks.base import BlockConfig
+from phenotype.config import CodingStage
 
 # Every public kernel entry point: its work is the blocks' declared `extra_flops_per_token`,
 # so the FLOP counter must not see inside it (the CPU path may or may not use matmuls).
@@ -45,8 +46,9 @@ def block_genome(
 def block_config(
     kind: str, params: dict[str, Any] | None = None, d_model: int = 32, **structural: Any
 ) -> BlockConfig:
-    cfg = model_config(block_genome(kind, params, d_model, **structural))
-    return cfg.stages[0].layers[0].block
+    stage = model_config(block_genome(kind, params, d_model, **structural)).stages[0]
+    assert isinstance(stage, CodingStage)
+    return stage.layers[0].block
 
 
 def state_elements(state: Any) -> int:

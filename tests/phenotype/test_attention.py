@@ -43,11 +43,11 @@ def _check(cfg, window=0, slopes=None, T=13):
 
 def test_mha_gqa_mqa_match_explicit_attention():
     for kv in (4, 2, 1):
-        _check(AttentionConfig(32, False, heads=4, kv_heads=kv, head_dim=8))
+        _check(AttentionConfig.of(32, heads=4, kv_heads=kv, head_dim=8))
 
 
 def test_sliding_window_matches_explicit_band_mask():
-    _check(AttentionConfig(32, True, heads=4, kv_heads=2, head_dim=8, window=4), window=4)
+    _check(AttentionConfig.of(32, True, heads=4, kv_heads=2, head_dim=8, window=4), window=4)
 
 
 def test_alibi_slopes_follow_the_paper():
@@ -63,8 +63,8 @@ def test_alibi_slopes_follow_the_paper():
 
 def test_alibi_matches_its_closed_form():
     for heads, window in ((4, 0), (6, 5)):
-        cfg = AttentionConfig(
-            48, False, heads=heads, kv_heads=heads, head_dim=8, window=window, rope=False, alibi=True
+        cfg = AttentionConfig.of(
+            48, heads=heads, kv_heads=heads, head_dim=8, window=window, structural={"positions": "alibi"}
         )
         slopes = (
             torch.tensor([2.0 ** (-8 * (j + 1) / heads) for j in range(heads)], dtype=torch.float64)

@@ -61,7 +61,7 @@ def test_strand_displacement_concentrations_stay_physical():
 
 
 def test_hybridisation_energy_is_a_learned_function_of_distance():
-    cfg = StrandAttentionConfig(16, False, heads=2, kv_heads=2, head_dim=8, scales=3)
+    cfg = StrandAttentionConfig.of(16, heads=2, kv_heads=2, head_dim=8, scales=3)
     att = cfg.build().double()
     with torch.no_grad():
         att.stacking.copy_(torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 2.0]]))

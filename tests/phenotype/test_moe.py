@@ -24,7 +24,7 @@ def test_balancing_loss_is_top_k_under_uniform_routing_and_experts_under_collaps
 
 
 def test_moe_equals_dense_mixture_of_its_top_k_experts():
-    cfg = MoEConfig(16, False, experts=5, top_k=2, hidden=12, expert="swiglu", shared=1)
+    cfg = MoEConfig.of(16, experts=5, top_k=2, hidden=12, expert="swiglu", shared=1)
     torch.manual_seed(0)
     moe = cfg.build().double()
     x = torch.randn(3, 7, 16, dtype=torch.float64)

@@ -25,7 +25,7 @@ def _x(d, seed=0):
 
 
 def test_linear_attention_equals_masked_quadratic_form():
-    cfg = LinearAttentionConfig(16, False, heads=2, head_dim=8)
+    cfg = LinearAttentionConfig.of(16, heads=2, head_dim=8)
     torch.manual_seed(0)
     m = cfg.build().double()
     x = _x(16)
@@ -39,7 +39,7 @@ def test_linear_attention_equals_masked_quadratic_form():
 
 
 def test_retention_equals_its_parallel_form():
-    cfg = RetentionConfig(16, False, heads=2, head_dim=8, v_head_dim=8)
+    cfg = RetentionConfig.of(16, heads=2, head_dim=8, v_head_dim=8)
     torch.manual_seed(0)
     m = cfg.build().double()
     x = _x(16)
