@@ -18,10 +18,11 @@ import torch
 from safetensors.torch import save_model
 from torch import nn
 
+from .budget import learning_rate
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
 from .result import EvalRequest, EvalResult, Status, one_line
 from .tasks import Task, get_task
-from .trainer import DEFAULT_BATCH_SIZE, train_and_score
+from .trainer import DEFAULT_BATCH_SIZE, DEFAULT_LR, train_and_score
 
 DEFAULT_STEPS = 300  # a fidelity at which the default mqar separates mixers from none
 
@@ -184,6 +185,10 @@ def train_model(
             if time_limit <= 0:
                 raise EvaluationTimeout(request.timeout_s, "while building")
         model.to(device)
+        options = dict(train_options or {})
+        width = model_width(model)
+        if "lr" not in options and width is not None:
+            options["lr"] = learning_rate(width)  # the rule by width (evaluation.budget)
         scores = train_and_score(
             model,
             task,
@@ -192,8 +197,9 @@ def train_model(
             batch_size=batch_size,
             time_limit_s=time_limit,
             device=device,
-            **dict(train_options or {}),
+            **options,
         )
+        metrics["lr"] = options.get("lr", DEFAULT_LR)
         metrics.update(scores)
         metrics["train_seconds"] = metrics.pop("wall_seconds")
         metrics["device"] = device.type
@@ -265,6 +271,13 @@ def estimate_training_bytes(model: nn.Module, task: Task, batch_size: int, limit
             hook.remove()
     logits_bytes = 2 * batch_size * task.seq_len * task.vocab_size * 4
     return state_bytes + batch_size * leaf_output_bytes + logits_bytes
+
+
+def model_width(model: nn.Module) -> int | None:
+    """The residual width ``d_model`` of a decoded DOGMA phenotype, None for other models
+    (which then train at the trainer's default rate unless ``train_options`` set one)."""
+    width = getattr(getattr(model, "cfg", None), "d_model", None)
+    return width if isinstance(width, int) else None
 
 
 def _unpack_built(built: object) -> tuple[object, int | None, int | None]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,6 +26,7 @@ from torch import nn
 
 from .errors import EvaluationTimeout, IncompatibleModel, NonFiniteLoss
 from .tasks import IGNORE_INDEX, Task
+from .tasks.suite import Suite, normalised_accuracy, score_components
 
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_LR = 3e-3
@@ -70,12 +71,15 @@ class TrainStats:
 class ScoreStats:
     """What :func:`score` measured on the held-out batches: ``loss`` (mean cross-entropy
     per answer position), ``accuracy`` (fraction of answers predicted exactly),
-    ``infer_latency_ms`` (mean forward time per batch) and ``batches``."""
+    ``infer_latency_ms`` (mean forward time per batch), ``batches`` and, for a task with
+    members (``evaluation.tasks.suite.Suite``), ``per_task``: each member's raw accuracy
+    on its own held-out batches."""
 
     loss: float
     accuracy: float
     infer_latency_ms: float
     batches: int
+    per_task: dict[str, float] = field(default_factory=dict)  # a suite's members: raw accuracy
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -210,32 +214,48 @@ def score(
     ``NonFiniteLoss`` when the held-out loss is NaN/inf.
     """
     device = _resolve_device(model, device)
-    held_out = task.eval_batches(eval_batches, batch_size, seed=eval_seed)
-    loss_sum, correct, answers, forward_seconds = 0.0, 0, 0, 0.0
+    if isinstance(task, Suite):
+        groups = dict(
+            zip(
+                task.member_names,
+                task.component_eval_batches(eval_batches, batch_size, eval_seed),
+                strict=True,
+            )
+        )
+    else:
+        groups = {task.name: task.eval_batches(eval_batches, batch_size, seed=eval_seed)}
+    loss_sum, correct, answers, forward_seconds, batches = 0.0, 0, 0, 0.0, 0
+    per_task: dict[str, float] = {}
     model.eval()
     with torch.no_grad():
-        for i, (inputs, targets) in enumerate(held_out):
-            inputs, targets = inputs.to(device), targets.to(device)
-            tick = _now(device)
-            logits = model(inputs)
-            forward_seconds += _now(device) - tick
-            if i == 0:
-                _check_logits(logits, inputs, task)
-            mask = targets != IGNORE_INDEX
-            picked = logits[mask].float()
-            loss_sum += float(F.cross_entropy(picked, targets[mask], reduction="sum"))
-            correct += int((picked.argmax(-1) == targets[mask]).sum())
-            answers += int(mask.sum())
-            if deadline is not None:
-                deadline.check("while scoring")
+        for name, held_out in groups.items():
+            member_correct, member_answers = 0, 0
+            for inputs, targets in held_out:
+                inputs, targets = inputs.to(device), targets.to(device)
+                tick = _now(device)
+                logits = model(inputs)
+                forward_seconds += _now(device) - tick
+                if batches == 0:
+                    _check_logits(logits, inputs, task)
+                batches += 1
+                mask = targets != IGNORE_INDEX
+                picked = logits[mask].float()
+                loss_sum += float(F.cross_entropy(picked, targets[mask], reduction="sum"))
+                member_correct += int((picked.argmax(-1) == targets[mask]).sum())
+                member_answers += int(mask.sum())
+                if deadline is not None:
+                    deadline.check("while scoring")
+            correct, answers = correct + member_correct, answers + member_answers
+            per_task[name] = member_correct / max(1, member_answers)
     loss = loss_sum / max(1, answers)
     if not math.isfinite(loss):
         raise NonFiniteLoss(f"held-out loss is {loss}")
     return ScoreStats(
         loss=loss,
         accuracy=correct / max(1, answers),
-        infer_latency_ms=1000.0 * forward_seconds / max(1, len(held_out)),
-        batches=len(held_out),
+        infer_latency_ms=1000.0 * forward_seconds / max(1, batches),
+        batches=batches,
+        per_task=per_task if isinstance(task, Suite) else {},
     )
 
 
@@ -262,7 +282,9 @@ def train_and_score(
     ``eval_batches`` held-out batches (the same batches for every seed), ``train_loss``
     (mean of the last tenth of the steps), ``train_tokens_per_s`` (forward, backward and
     update only), ``infer_latency_ms`` (mean forward time per held-out batch),
-    ``wall_seconds``, ``steps`` and ``chance_accuracy``.
+    ``wall_seconds``, ``steps``, ``chance_accuracy`` and the fitness the search selects
+    on (:func:`quality_metrics`): ``quality``, and for a suite ``per_task`` (normalised)
+    and ``per_task_accuracy`` (raw).
 
     Raises what :func:`train` and :func:`score` raise: ``NonFiniteLoss``,
     ``EvaluationTimeout`` (once ``time_limit_s`` is exceeded, checked between steps and
@@ -297,12 +319,22 @@ def train_and_score(
         "loss": scored.loss,
         "accuracy": scored.accuracy,
         "chance_accuracy": task.chance_accuracy,
+        **quality_metrics(task, scored),
         "train_loss": trained.train_loss,
         "train_tokens_per_s": trained.tokens_per_s,
         "infer_latency_ms": scored.infer_latency_ms,
         "wall_seconds": time.perf_counter() - deadline.start,
         "steps": trained.steps,
     }
+
+
+def quality_metrics(task: Task, scored: ScoreStats) -> dict[str, Any]:
+    """The fitness of a scored model: ``quality`` is the normalised accuracy
+    ``(accuracy - chance) / (1 - chance)`` (chance -> 0, perfect -> 1); for a suite, the mean
+    of its members' normalised accuracies, with ``per_task`` and ``per_task_accuracy``."""
+    if isinstance(task, Suite):
+        return score_components(scored.per_task, task)
+    return {"quality": normalised_accuracy(scored.accuracy, task.chance_accuracy)}
 
 
 def _resolve_device(model: nn.Module, device: torch.device | str | None) -> torch.device:

@@ -13,6 +13,7 @@ from .copying import SelectiveCopying
 from .memorization import Memorization
 from .mqar import MQAR
 from .recall import FuzzyRecall, InContextRecall, NoisyRecall
+from .suite import Suite
 
 TASKS: dict[str, type[Task]] = {
     cls.name: cls
@@ -25,6 +26,7 @@ TASKS: dict[str, type[Task]] = {
         Memorization,
         Compression,
         ByteLM,
+        Suite,
     )
 }
 # Named variants: settings that deserve a name of their own on the command line.
@@ -68,6 +70,7 @@ __all__ = [
     "Memorization",
     "NoisyRecall",
     "SelectiveCopying",
+    "Suite",
     "Task",
     "derive_seed",
     "get_task",
