@@ -15,7 +15,7 @@ from types import ModuleType
 import torch
 
 from .._build import load_cpu_extension
-from .shapes import as_groups, compute_dtype, gate, step_sizes
+from .shapes import from_time_major, fused_selective_scan, time_major
 
 CHUNK = 64  # steps between saved states: backward recomputes at most this many per chunk
 
@@ -29,16 +29,10 @@ def available() -> bool:
     return _extension() is not None
 
 
-def _time_major(M: torch.Tensor) -> torch.Tensor:
-    """Variable B/C to (batch, G, L, N); constant (dim, N) unchanged."""
-    return M.contiguous() if M.dim() == 2 else as_groups(M).transpose(-1, -2).contiguous()
-
-
-def _operand_grad(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Reduce the kernel's partial dB/dC to the operand's shape."""
-    if like.dim() == 2:
-        return grad.sum(0)
-    return grad.sum(1).transpose(-1, -2).reshape(like.shape)  # via (batch, G, N, L)
+def _summed(partials: torch.Tensor, variable: bool) -> torch.Tensor:
+    """The kernel's dB/dC partial sums, reduced to the time-major operand: a variable operand
+    comes per channel split (batch, splits, G, L, N), a constant one per batch row."""
+    return partials.sum(1) if variable else partials.sum(0)
 
 
 class _ScanCore(torch.autograd.Function):
@@ -47,10 +41,10 @@ class _ScanCore(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, dt, A, B, C, D, h0):
         ctx.set_materialize_grads(False)
-        Bk, Ck = _time_major(B), _time_major(C)
+        Bk, Ck = time_major(B), time_major(C)
         y, last, ckpt = _extension().forward(u, dt, A, Bk, Ck, D, h0, CHUNK)
         ctx.save_for_backward(u, dt, A, Bk, Ck, D, ckpt)
-        ctx.shapes = tuple(torch.empty(M.shape, device="meta") for M in (B, C))
+        ctx.operands = (B.shape, C.shape)
         ctx.has_h0 = h0 is not None
         return y, last
 
@@ -73,14 +67,14 @@ class _ScanCore(torch.autograd.Function):
             CHUNK,
             splits,
         )
-        B_like, C_like = ctx.shapes
+        B_shape, C_shape = ctx.operands
         dD = None if D is None else (dy * u).sum((0, 2))
         return (
             du,
             ddt,
             dA.sum(0),
-            _operand_grad(dB, B_like),
-            _operand_grad(dC, C_like),
+            from_time_major(_summed(dB, len(B_shape) > 2), B_shape),
+            from_time_major(_summed(dC, len(C_shape) > 2), C_shape),
             dD,
             dh0 if ctx.has_h0 else None,
         )
@@ -100,12 +94,6 @@ def selective_scan(
     initial_state: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Same contract as ``reference.selective_scan``; requires ``available()``."""
-    dtype = compute_dtype(u, delta, A, B, C)
-
-    def cast(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.to(dtype).contiguous()
-
-    dt = step_sizes(delta, delta_bias, delta_softplus, dtype).contiguous()
-    y, last = _ScanCore.apply(cast(u), dt, cast(A), cast(B), cast(C), cast(D), cast(initial_state))
-    out = gate(y, z).to(u.dtype)
-    return (out, last) if return_last_state else out
+    return fused_selective_scan(
+        _ScanCore, u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state, initial_state
+    )

@@ -1,6 +1,8 @@
-"""Argument checks and layout helpers shared by every selective-scan backend."""
+"""Argument checks, layout helpers and the wrapper shared by the selective-scan backends."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -90,3 +92,43 @@ def step_sizes(
 def gate(y: torch.Tensor, z: torch.Tensor | None) -> torch.Tensor:
     """y * silu(z) when a gate is given."""
     return y if z is None else y * F.silu(z.to(y.dtype))
+
+
+def time_major(M: torch.Tensor) -> torch.Tensor:
+    """A variable B/C as (batch, G, L, N), so that a step reads N consecutive values; a
+    constant (dim, N) one unchanged. The layout the fused backends (C++, Triton) read."""
+    return M.contiguous() if M.dim() == 2 else as_groups(M).transpose(-1, -2).contiguous()
+
+
+def from_time_major(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """The gradient of a `time_major` operand, back to the operand's own layout `shape`."""
+    return grad if grad.dim() == 2 else grad.transpose(-1, -2).reshape(shape)
+
+
+def fused_selective_scan(
+    core: type[torch.autograd.Function],
+    u: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None,
+    z: torch.Tensor | None,
+    delta_bias: torch.Tensor | None,
+    delta_softplus: bool,
+    return_last_state: bool,
+    initial_state: torch.Tensor | None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """A fused backend's `selective_scan` around its `core`, an autograd function
+    (u, dt, A, B, C, D, h0) -> (y = <C, h> + D u, last state) in one float dtype: inputs cast
+    to the compute dtype, step sizes prepared and the gate applied as differentiable ATen ops."""
+    dtype = compute_dtype(u, delta, A, B, C)
+
+    def cast(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(dtype).contiguous()
+
+    dt = step_sizes(delta, delta_bias, delta_softplus, dtype).contiguous()
+    result: Any = core.apply(cast(u), dt, cast(A), cast(B), cast(C), cast(D), cast(initial_state))
+    y, last = result
+    out = gate(y, z).to(u.dtype)
+    return (out, last) if return_last_state else out

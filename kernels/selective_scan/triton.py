@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .shapes import as_groups, compute_dtype, gate, step_sizes
+from .shapes import from_time_major, fused_selective_scan, time_major
 
 CHUNK = 64  # steps between saved states
 
@@ -208,11 +208,6 @@ def _scan_bwd_kernel(
         tl.atomic_add(dC_ptr + tile, dC_const, mask=mask)
 
 
-def _time_major(M: torch.Tensor) -> torch.Tensor:
-    """Variable B/C to (batch, G, L, N) so a step reads N consecutive values."""
-    return M.contiguous() if M.dim() == 2 else as_groups(M).transpose(-1, -2).contiguous()
-
-
 def _groups(Mk: torch.Tensor) -> int:
     """Group count of a time-major operand; 1 for a constant one."""
     return Mk.shape[1] if Mk.dim() == 4 else 1
@@ -234,7 +229,7 @@ class _ScanCore(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         batch, dim, length = u.shape
         state = A.shape[1]
-        Bk, Ck = _time_major(B), _time_major(C)
+        Bk, Ck = time_major(B), time_major(C)
         chunk = max(1, min(CHUNK, length))
         n_chunks = triton.cdiv(length, chunk)
         block_d = _block_d(dim, _groups(Bk), _groups(Ck))
@@ -322,16 +317,11 @@ class _ScanCore(torch.autograd.Function):
             du,
             ddt,
             dA,
-            _operand_grad(dBk, B_shape),
-            _operand_grad(dCk, C_shape),
+            from_time_major(dBk, B_shape),
+            from_time_major(dCk, C_shape),
             dD,
             dh0 if ctx.has_h0 else None,
         )
-
-
-def _operand_grad(grad_k: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Time-major gradient back to the operand's layout."""
-    return grad_k if grad_k.dim() == 2 else grad_k.transpose(-1, -2).reshape(shape)
 
 
 def selective_scan(
@@ -348,12 +338,6 @@ def selective_scan(
     initial_state: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Same contract as ``reference.selective_scan``."""
-    dtype = compute_dtype(u, delta, A, B, C)
-
-    def cast(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.to(dtype).contiguous()
-
-    dt = step_sizes(delta, delta_bias, delta_softplus, dtype).contiguous()
-    y, last = _ScanCore.apply(cast(u), dt, cast(A), cast(B), cast(C), cast(D), cast(initial_state))
-    out = gate(y, z).to(u.dtype)
-    return (out, last) if return_last_state else out
+    return fused_selective_scan(
+        _ScanCore, u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state, initial_state
+    )
