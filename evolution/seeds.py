@@ -25,10 +25,16 @@ SEED_PRESETS = ("gpt2-small", "llama3-8b", "mamba-130m")
 def scale_down(doc: Doc, d_model: int, copies: int, pinned: dict[str, Any]) -> Doc:
     """The same architecture at width `d_model` and `copies` copies of each coding region.
 
-    Per-head widths keep their ratio to the heads, hidden widths their ratio to d_model."""
+    Per-head widths keep their ratio to the heads, hidden widths their ratio to d_model,
+    and a RoPE base its ratio to the context (`rope_theta * max_len / preset max_len`)."""
     doc = copy.deepcopy(doc)
     structural = doc["regions"][0]["settings"]
     ratio = d_model / structural["d_model"]
+    if "rope_theta" in structural and "max_len" in pinned and structural.get("max_len"):
+        # RoPE's base scales with the context: the slowest rotation keeps its ratio to the
+        # longest context (Llama 3's 500k at 8k tokens would barely rotate over 64).
+        theta = structural["rope_theta"] * pinned["max_len"] / structural["max_len"]
+        structural["rope_theta"] = float(max(100.0, round(theta)))
     structural.update(d_model=d_model, **pinned)
     for r in doc["regions"]:
         if r["type"] == "promoter":
