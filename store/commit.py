@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from sqlalchemy import insert, select
+from sqlalchemy import Insert, insert, select
 from sqlalchemy.orm import Session
 
 from store.keys import HEX, checked_ref, chunks, fidelity_key
@@ -251,11 +251,15 @@ class GenerationPayload:
         dialect = session.get_bind().dialect.name
         if dialect in ("sqlite", "postgresql"):
             # Genomes are shared by runs: another run may insert the same one concurrently.
+            statement: Insert
             if dialect == "sqlite":
-                from sqlalchemy.dialects.sqlite import insert as dialect_insert
+                from sqlalchemy.dialects import sqlite
+
+                statement = sqlite.insert(Genome).on_conflict_do_nothing(index_elements=["id"])
             else:
-                from sqlalchemy.dialects.postgresql import insert as dialect_insert
-            statement = dialect_insert(Genome).on_conflict_do_nothing(index_elements=["id"])
+                from sqlalchemy.dialects import postgresql
+
+                statement = postgresql.insert(Genome).on_conflict_do_nothing(index_elements=["id"])
             session.execute(statement, rows)
         else:
             session.execute(insert(Genome), rows)

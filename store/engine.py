@@ -139,7 +139,9 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engine
         engine = create_engine(parsed, pool_pre_ping=True)
         if parsed.get_backend_name() == "postgresql":
             # Same pool, other per-connection settings for the read transactions.
-            read = engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+            read: Engine = engine.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
             return Engines(write=engine, read=read)
         return Engines(write=engine, read=engine)
 

@@ -180,17 +180,19 @@ def individual_records(
         ):
             evaluations[(evaluation.run_id, evaluation.genome_id)].append(evaluation_record(evaluation))
     else:
-        for chunk in chunks(genome_ids):
-            query = select(Genome.id, Genome.yaml, Genome.sequence).where(Genome.id.in_(chunk))
-            for genome_id, yaml_text, sequence in session.execute(query):
+        for genome_chunk in chunks(genome_ids):
+            genome_query = select(Genome.id, Genome.yaml, Genome.sequence).where(Genome.id.in_(genome_chunk))
+            for genome_id, yaml_text, sequence in session.execute(genome_query):
                 genomes[genome_id] = (yaml_text, sequence)
-        for chunk in chunks(ids):
-            query = select(Lineage.child_id, Lineage.parent_id).where(Lineage.child_id.in_(chunk))
-            for child_id, parent_id in session.execute(query.order_by(Lineage.id)):
+        for id_chunk in chunks(ids):
+            edge_query = select(Lineage.child_id, Lineage.parent_id).where(Lineage.child_id.in_(id_chunk))
+            for child_id, parent_id in session.execute(edge_query.order_by(Lineage.id)):
                 parents[child_id].append(parent_id)
-        for chunk in chunks(genome_ids):
-            query = select(Evaluation).where(Evaluation.genome_id.in_(chunk), Evaluation.run_id.in_(run_ids))
-            for evaluation in session.scalars(query.order_by(Evaluation.id)):
+        for genome_chunk in chunks(genome_ids):
+            evaluation_query = select(Evaluation).where(
+                Evaluation.genome_id.in_(genome_chunk), Evaluation.run_id.in_(run_ids)
+            )
+            for evaluation in session.scalars(evaluation_query.order_by(Evaluation.id)):
                 evaluations[(evaluation.run_id, evaluation.genome_id)].append(evaluation_record(evaluation))
 
     tasks = {

@@ -108,9 +108,9 @@ def migration_connection(engine: Engine) -> Iterator[Connection]:
 def _sqlite_foreign_keys(connection: Connection, *, on: bool) -> None:
     """Set SQLite's foreign-key enforcement; only possible outside a transaction, so it is
     set on the driver's connection, before SQLAlchemy begins one."""
-    if connection.invalidated:
+    driver = connection.connection.driver_connection if not connection.invalidated else None
+    if driver is None:
         return  # a broken connection is discarded by the pool, not reused
-    driver = connection.connection.driver_connection
     driver.execute(f"PRAGMA foreign_keys = {'ON' if on else 'OFF'}")
 
 

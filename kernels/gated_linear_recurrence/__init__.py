@@ -14,7 +14,14 @@ from . import reference
 __all__ = ["gated_linear_recurrence"]
 
 
-def _check(q, k, v, log_decay, initial_state, chunk_size) -> None:
+def _check(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_decay: torch.Tensor,
+    initial_state: torch.Tensor | None,
+    chunk_size: int,
+) -> None:
     if q.dim() != 4 or k.shape != q.shape:
         raise ValueError(f"q and k must both be (B, H, T, dk), got {tuple(q.shape)}, {tuple(k.shape)}")
     batch, heads, length, dk = q.shape

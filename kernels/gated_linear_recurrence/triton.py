@@ -14,6 +14,8 @@ state in registers. Backward, with cotangents do_t and dS_T of the final state:
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -162,7 +164,9 @@ def _blocks(dk: int, dv: int) -> tuple[int, int]:
 
 class _GatedLinearRecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, g, h0):
+    def forward(
+        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, h0: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.set_materialize_grads(False)
         batch, heads, length, dk = q.shape
         dv = v.shape[-1]
@@ -192,7 +196,9 @@ class _GatedLinearRecurrence(torch.autograd.Function):
         return o, hT
 
     @staticmethod
-    def backward(ctx, do, dhT):
+    def backward(
+        ctx: Any, do: torch.Tensor | None, dhT: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
         q, k, v, g, h0, hT = ctx.saved_tensors
         grid, block_k, block_v = ctx.config
         batch, heads, length, dk = q.shape

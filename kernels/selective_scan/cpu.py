@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -22,6 +23,14 @@ CHUNK = 64  # steps between saved states: backward recomputes at most this many 
 
 def _extension() -> ModuleType | None:
     return load_cpu_extension("selective_scan", Path(__file__).with_name("selective_scan.cpp"))
+
+
+def _built() -> ModuleType:
+    """The extension, for the autograd function: ``selective_scan`` requires ``available()``."""
+    extension = _extension()
+    if extension is None:
+        raise RuntimeError("the C++ selective scan is not built: check available() first")
+    return extension
 
 
 def available() -> bool:
@@ -39,22 +48,33 @@ class _ScanCore(torch.autograd.Function):
     """(u, dt, A, B, C, D, h0) -> (y = <C, h> + D u, last state), all in one float dtype."""
 
     @staticmethod
-    def forward(ctx, u, dt, A, B, C, D, h0):
+    def forward(
+        ctx: Any,
+        u: torch.Tensor,
+        dt: torch.Tensor,
+        A: torch.Tensor,
+        B: torch.Tensor,
+        C: torch.Tensor,
+        D: torch.Tensor | None,
+        h0: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.set_materialize_grads(False)
         Bk, Ck = time_major(B), time_major(C)
-        y, last, ckpt = _extension().forward(u, dt, A, Bk, Ck, D, h0, CHUNK)
+        y, last, ckpt = _built().forward(u, dt, A, Bk, Ck, D, h0, CHUNK)
         ctx.save_for_backward(u, dt, A, Bk, Ck, D, ckpt)
         ctx.operands = (B.shape, C.shape)
         ctx.has_h0 = h0 is not None
         return y, last
 
     @staticmethod
-    def backward(ctx, dy, dlast):
+    def backward(
+        ctx: Any, dy: torch.Tensor | None, dlast: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
         u, dt, A, Bk, Ck, D, ckpt = ctx.saved_tensors
         dy = torch.zeros_like(u) if dy is None else dy.contiguous()
         batch, dim, _ = u.shape
         splits = min(dim, max(1, math.ceil(torch.get_num_threads() / batch)))
-        du, ddt, dA, dB, dC, dh0 = _extension().backward(
+        du, ddt, dA, dB, dC, dh0 = _built().backward(
             u,
             dt,
             A,

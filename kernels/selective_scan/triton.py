@@ -10,6 +10,8 @@ Step-size preprocessing and the silu gate are ATen ops around the core, as in ``
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -225,7 +227,16 @@ class _ScanCore(torch.autograd.Function):
     """(u, dt, A, B, C, D, h0) -> (y = <C, h> + D u, last state), all in one float dtype."""
 
     @staticmethod
-    def forward(ctx, u, dt, A, B, C, D, h0):
+    def forward(
+        ctx: Any,
+        u: torch.Tensor,
+        dt: torch.Tensor,
+        A: torch.Tensor,
+        B: torch.Tensor,
+        C: torch.Tensor,
+        D: torch.Tensor | None,
+        h0: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.set_materialize_grads(False)
         batch, dim, length = u.shape
         state = A.shape[1]
@@ -269,7 +280,9 @@ class _ScanCore(torch.autograd.Function):
         return y, last
 
     @staticmethod
-    def backward(ctx, dy, dlast):
+    def backward(
+        ctx: Any, dy: torch.Tensor | None, dlast: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
         u, dt, A, Bk, Ck, D, ckpt = ctx.saved_tensors
         B_shape, C_shape = ctx.operands
         chunk, n_chunks, block_d, grid = ctx.config

@@ -16,6 +16,8 @@ so a cotangent on ``max`` is not used.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -182,7 +184,16 @@ def _block_c(channels: int) -> int:
 
 class _WKV(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, w, u, k, v, num, den, top):
+    def forward(
+        ctx: Any,
+        w: torch.Tensor,
+        u: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        num: torch.Tensor,
+        den: torch.Tensor,
+        top: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         ctx.set_materialize_grads(False)
         batch, length, channels = k.shape
         y = torch.empty_like(k)
@@ -195,7 +206,13 @@ class _WKV(torch.autograd.Function):
         return (y, *out)
 
     @staticmethod
-    def backward(ctx, gy, gnum_last, gden_last, _gmax_last):
+    def backward(
+        ctx: Any,
+        gy: torch.Tensor | None,
+        gnum_last: torch.Tensor | None,
+        gden_last: torch.Tensor | None,
+        _gmax_last: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, ...]:
         w, u, k, v, num, den, top, max_last = ctx.saved_tensors
         batch, length, channels = k.shape
         has_gstate = gnum_last is not None or gden_last is not None

@@ -186,7 +186,7 @@ class DNABlock(Mixer[DNAConfig]):
 
         log_g, in_g, q = self._displacement(x)  # (B, T, R)
 
-        def diagonal_scan(log_decay, inputs):
+        def diagonal_scan(log_decay: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
             batch, length, reactions = inputs.shape
             ones = inputs.new_ones(batch, reactions, length, 1)
             out, _ = kernels.gated_linear_recurrence(

@@ -93,7 +93,7 @@ class LinearAttention(Mixer[LinearAttentionConfig]):
         """x: (B, T, D) -> φ(q), φ(k) (B, H, T, e), [v, 1] (B, H, T, e + 1)."""
         c, (B, T, _) = self.cfg, x.shape
 
-        def heads(z):
+        def heads(z: torch.Tensor) -> torch.Tensor:
             return z.view(B, T, c.heads, c.head_dim).transpose(1, 2)
 
         v = heads(self.v_proj(x))

@@ -75,7 +75,7 @@ class RWKVTimeMix(Mixer[RWKVTimeMixConfig]):
         no_weight_decay(self.time_decay, self.time_first, self.time_mix_k, self.time_mix_v, self.time_mix_r)
 
     def _krv(self, x: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        def mix(mu):
+        def mix(mu: torch.Tensor) -> torch.Tensor:
             return x * mu + prev * (1 - mu)
 
         return (

@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -86,7 +86,7 @@ def known(revision: str) -> bool:
     return any(found.revision == revision for found in script().walk_revisions())
 
 
-def render_item(kind: str, obj: Any, _context: Any) -> str | bool:
+def render_item(kind: str, obj: Any, _context: Any) -> str | Literal[False]:
     """Autogenerate renders a column type of ours (``JSONText``, ``UTCDateTime``) as the
     plain type it stores, so a revision does not depend on ``store.models``."""
     if kind == "type" and isinstance(obj, TypeDecorator):
