@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.table import InProcessPool  # noqa: E402
 from evolution.engine import Engine, RunConfig  # noqa: E402
-from evolution.space import InProcessPool  # noqa: E402
 from store import Store  # noqa: E402
 
 

@@ -23,11 +23,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.table import TableEvaluator  # noqa: E402
 from evolution.engine import Engine, RunConfig  # noqa: E402
-from evolution.nb201 import TableEvaluator, true_accuracy  # noqa: E402
+from evolution.nb201 import lookup, true_accuracy  # noqa: E402
 from store import Store  # noqa: E402
 
 
@@ -37,7 +39,7 @@ def incumbent_true(engine: Engine, dataset: str, budget: int) -> float:
     return true_accuracy(best.genome, dataset)
 
 
-def config(args: argparse.Namespace, strategy: str, seed: int, **kw: object) -> RunConfig:
+def config(args: argparse.Namespace, strategy: str, seed: int, **kw: Any) -> RunConfig:
     return RunConfig(
         space="nb201",
         task=args.dataset,
@@ -71,7 +73,7 @@ def main() -> None:
         for run in range(args.runs):
             store_path = root / f"{strategy}-{run}.db"
             with Store(f"sqlite:///{store_path}") as store:
-                engine = Engine(config(args, strategy, run), store, TableEvaluator())
+                engine = Engine(config(args, strategy, run), store, TableEvaluator(lookup))
                 engine.run()
                 accs.append(incumbent_true(engine, args.dataset, args.evaluations))
                 if strategy == "nsga2":
@@ -80,7 +82,8 @@ def main() -> None:
     warm = []
     for run, (store_path, source) in enumerate(cold_default):
         with Store(f"sqlite:///{store_path}") as store:
-            engine = Engine(config(args, "nsga2", 10_000 + run, memory_from=source), store, TableEvaluator())
+            warm_config = config(args, "nsga2", 10_000 + run, memory_from=source)
+            engine = Engine(warm_config, store, TableEvaluator(lookup))
             engine.run()
             warm.append(incumbent_true(engine, args.dataset, args.memory_budget))
     rows.append((f"nsga2 + memory @{args.memory_budget}", warm))

@@ -2,10 +2,10 @@
 
     Engine(RunConfig(...), store, pool).run()   one search, committed generation by generation
     Engine.resume(run_id, store, pool)          continue a run from its last committed generation
-    DogmaSpace / NB201Space                     search spaces behind one protocol (space.py)
+    SPACES / DogmaSpace / NB201Space            search spaces behind one protocol (protocols.py)
     make_strategy("nsga2"|"regularized"|"random")   who breeds and who survives
     OperatorPolicy                              meta-policy memory: operator credit, bandit
-    InProcessPool / TableEvaluator              pools without Ray (small runs, table spaces)
+    InProcessPool / TableEvaluator              pools without Ray (evaluation.table)
     export_individual(store, record, out_dir)   a standalone model directory
 
 The `evolve` command lives in `evolution.cli`. Names are imported on first use (PEP 562)
@@ -17,7 +17,7 @@ from typing import Any
 
 _EXPORTS = {
     "Engine": "evolution.engine",
-    "RunConfig": "evolution.engine",
+    "RunConfig": "evolution.config",
     "best_of": "evolution.engine",
     "derive_seed": "evolution.engine",
     "MUTATIONS": "evolution.operators",
@@ -27,13 +27,14 @@ _EXPORTS = {
     "pareto_front": "evolution.selection",
     "export_individual": "evolution.export",
     "DogmaSpace": "evolution.space",
-    "InProcessPool": "evolution.space",
-    "SearchSpace": "evolution.space",
+    "SPACES": "evolution.space",
+    "SearchSpace": "evolution.protocols",
+    "InProcessPool": "evaluation.table",
+    "TableEvaluator": "evaluation.table",
     "OperatorPolicy": "evolution.policy",
     "STRATEGIES": "evolution.strategies",
     "make_strategy": "evolution.strategies",
     "NB201Space": "evolution.nb201",
-    "TableEvaluator": "evolution.nb201",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -8,7 +8,8 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -16,6 +17,12 @@ from rich.text import Text
 
 from evolution.errors import UsageError
 from genome import GenomeError, load_genome
+
+if TYPE_CHECKING:
+    from evaluation.protocol import Pool
+    from evolution.engine import Engine
+    from genome import Genome
+    from store import Store
 
 DEFAULT_STORE = "sqlite:///evolve.db"
 EXIT_USAGE = 2
@@ -34,7 +41,7 @@ def _emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def _open_store(url: str):
+def _open_store(url: str) -> Store:
     from store import Store  # imported on use: `genome validate` must answer fast
 
     return Store(url)
@@ -52,52 +59,43 @@ def _build_cpu_kernels() -> None:
         cpu.available()
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RunConfig` fields given on the command line (the options built by `_add_run_options`)."""
+    from evolution.config import cli_fields
+
+    values = {f.name: getattr(args, f.name) for f, _, _ in cli_fields()}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _pool_for(engine: Engine, store: Store) -> AbstractContextManager[Pool]:
+    """The space's own in-process pool (a table look-up: no Ray), else Ray's pool."""
+    local = engine.space.local_pool()
+    if local is not None:
+        return nullcontext(local)
     from evaluation import EvaluationPool
-    from evolution.engine import Engine, RunConfig, best_of
+    from store import LeaseLog
+
+    _build_cpu_kernels()
+    return EvaluationPool(
+        workers=engine.config.workers,
+        ray_address=engine.config.ray_address,
+        timeout_s=engine.config.timeout_s,
+        on_lease=LeaseLog(store, engine.run_id),
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from evolution.config import RunConfig
+    from evolution.engine import Engine, best_of
     from evolution.progress import RunProgress
     from evolution.selection import pareto_front
     from evolution.summary import individual_summary
 
-    overrides = {
-        k: v
-        for k, v in {
-            "population": args.population,
-            "generations": args.generations,
-            "steps": args.steps,
-            "task": args.task,
-            "seed": args.seed,
-            "workers": args.workers,
-            "ray_address": args.ray_address,
-            "max_params": args.max_params,
-            "space": args.space,
-            "strategy": args.strategy,
-            "max_state_bytes": args.max_state_bytes,
-            "objectives": tuple(args.objectives.split(",")) if args.objectives else None,
-            "memory_from": args.memory_from,
-            "max_evaluations": args.evaluations,
-            "min_steps": args.min_steps,
-            "promote": args.promote,
-            "batch": args.batch,
-            "sample_size": args.sample_size,
-        }.items()
-        if v is not None
-    }
-    if overrides.get("population", 2) < 2:
-        raise UsageError("--population must be at least 2")
-    if overrides.get("generations", 0) < 0:
-        raise UsageError("--generations must be at least 0")
-    if overrides.get("steps", 1) < 1:
-        raise UsageError("--steps must be at least 1")
-    from evaluation import get_task
-
+    overrides = run_overrides(args)
     try:
-        if overrides.get("space", "dogma") == "dogma":
-            for task in overrides.get("task", "mqar").split(","):
-                get_task(task.strip())
-        RunConfig(**overrides)
-    except (KeyError, ValueError, TypeError) as e:
-        raise UsageError(str(e).strip("'\"")) from None
+        config = RunConfig(**overrides)  # every check; on --resume too, for the flags given
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     store = _open_store(args.store)
     progress = RunProgress(enabled=not args.quiet)
     with progress:
@@ -113,26 +111,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError(str(e).strip("'\"")) from None
         else:
             try:
-                engine = Engine(RunConfig(**overrides), store, None, on_event=progress.on_event)
-            except (KeyError, ValueError) as e:
+                engine = Engine(config, store, None, on_event=progress.on_event)
+            except (KeyError, ValueError) as e:  # --memory-from: no such run, or another space's
                 raise UsageError(str(e).strip("'\"")) from None
         progress.start(engine.run_id, engine.config)
-        if engine.config.space == "nb201":
-            from evolution.nb201 import TableEvaluator
-
-            pool_context: Any = TableEvaluator()  # a table lookup: no Ray
-        else:
-            _build_cpu_kernels()
-            from store import LeaseLog
-
-            pool_context = EvaluationPool(
-                workers=engine.config.workers,
-                ray_address=engine.config.ray_address,
-                timeout_s=engine.config.timeout_s,
-                on_lease=LeaseLog(store, engine.run_id),
-            )
         try:
-            with pool_context as pool:
+            with _pool_for(engine, store) as pool:
                 engine.pool = pool
                 try:
                     population = engine.run()
@@ -143,12 +127,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     best = best_of(population)
     front = pareto_front(population)
+    run = store.get_run(engine.run_id)
+    assert run is not None  # the engine created or resumed it
     result = {
         "run_id": engine.run_id,
         "best": individual_summary(best),
         "pareto": [individual_summary(i) for i in front],
         "generations": engine.config.generations + 1,
-        "evaluated": store.get_run(engine.run_id).evaluated,
+        "evaluated": run.evaluated,
         "wall_seconds": round(progress.elapsed(), 1),
     }
     if args.json:
@@ -335,7 +321,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 # -- evolve genome show / validate --------------------------------------------------------
-def _load(source: str):
+def _load(source: str) -> Genome:
     try:
         return load_genome(source)
     except GenomeError as e:
@@ -389,6 +375,22 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 # -- parser -------------------------------------------------------------------------------
+def _add_run_options(run: argparse.ArgumentParser) -> None:
+    """One option per `RunConfig` field with command-line metadata (`evolution.config`).
+    No defaults here: an option not given leaves the field to the config (or, on
+    --resume, to the stored run)."""
+    from evolution.config import cli_fields
+
+    for f, option, parse in cli_fields():
+        flag = option.flag or "--" + f.name.replace("_", "-")
+        metavar = option.metavar
+        if metavar is None and option.flag and not option.choices:  # named after the flag
+            metavar = option.flag.removeprefix("--").replace("-", "_").upper()
+        run.add_argument(
+            flag, dest=f.name, type=parse, choices=option.choices, metavar=metavar, help=option.help
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -404,35 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", parents=[common], help="run an evolutionary search")
-    run.add_argument("--population", type=int)
-    run.add_argument("--generations", type=int, help="offspring generations after the seeds")
-    run.add_argument("--steps", type=int, help="training steps per evaluation")
-    run.add_argument("--task")
-    run.add_argument("--seed", type=int)
-    run.add_argument("--workers", type=int)
-    run.add_argument("--ray-address", help="join an existing Ray cluster (default: local)")
-    run.add_argument("--max-params", type=int, help="hard parameter budget")
+    _add_run_options(run)
     run.add_argument("--resume", metavar="RUN_ID", help="continue a run from its last generation")
-    run.add_argument("--space", choices=("dogma", "nb201"), help="search space (dogma)")
-    run.add_argument(
-        "--strategy",
-        choices=("nsga2", "regularized", "random"),
-        help="nsga2 (default), regularized (aging evolution) or random",
-    )
-    run.add_argument(
-        "--objectives",
-        help="comma list starting with quality, among quality, "
-        "params, state_bytes, flops, latency (default quality,params)",
-    )
-    run.add_argument("--max-state-bytes", type=int, help="hard inference-state budget")
-    run.add_argument(
-        "--memory-from", metavar="RUN_ID", help="start from that run's operator credit and elites"
-    )
-    run.add_argument("--evaluations", type=int, help="budget of real evaluations")
-    run.add_argument("--min-steps", type=int, help="multi-fidelity: train every child this many steps first")
-    run.add_argument("--promote", type=float, help="multi-fidelity: fraction promoted (0.25)")
-    run.add_argument("--batch", type=int, help="children per generation (default population)")
-    run.add_argument("--sample-size", type=int, help="regularized: tournament sample (3)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
 

@@ -6,7 +6,9 @@ each training seed of the 200-epoch run. One evaluation is what that package's A
 returns: the metrics of ONE training seed drawn at random, a noisy observation. Here the
 draw comes from the request's seed (`numpy.random.default_rng(seed).integers(n_seeds)`,
 the same draw the package makes from its own generator), so an evaluation is
-reproducible and cacheable like any other. `true_accuracy` is the mean over the seeds,
+reproducible and cacheable like any other. `lookup(request)` is that evaluation for an
+`EvalRequest`; `NB201Space.local_pool()` wraps it in an in-process
+`evaluation.table.TableEvaluator` (no Ray). `true_accuracy` is the mean over the seeds,
 for benchmarks only; the search never sees it.
 
 The package stores its tables as pickles. They are read here with `RestrictedUnpickler`,
@@ -27,12 +29,16 @@ import pickle
 import random
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evaluation import EvalRequest, EvalResult
 from evolution.operators import Child, Discard
+
+if TYPE_CHECKING:
+    from evaluation.protocol import Pool
+    from evaluation.result import EvalRequest
+    from evolution.config import RunConfig
 
 OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 EDGES = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))  # (from, to) for Op0..Op5
@@ -122,10 +128,6 @@ class CellGenome:
         return cls(tuple(doc["edges"]))
 
 
-def is_cell_yaml(text: str) -> bool:
-    return text.startswith("space: nb201")
-
-
 # -- operators ----------------------------------------------------------------------------
 def _edit(cell: CellGenome, k: int, new: str, op: str) -> Child:
     ops = list(cell.ops)
@@ -183,14 +185,47 @@ CELL_MUTATIONS = {f.__name__: f for f in (op_substitution, conv_resize, edge_pru
 
 
 class NB201Space:
-    """The NAS-Bench-201 cell space on one of its datasets."""
+    """The NAS-Bench-201 cell space on its datasets (the run's tasks).
+
+    An evaluation is a look-up (`lookup`) at the table's one fidelity, `FIDELITY` epochs;
+    there are no cheaper evaluations and no weights.
+    """
 
     name = "nb201"
     operators = tuple(sorted(CELL_MUTATIONS))
     crossover_op = "node_crossover"
+    keeps_weights = False
+    supports_multi_fidelity = False
 
     def __init__(self, max_params: int | None = None):
         self.max_params = max_params
+
+    # -- set-up ---------------------------------------------------------------------------
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """Tasks are the table's datasets; the table has no FLOPs or inference state."""
+        for t in config.tasks:
+            if t not in DATASETS:
+                raise ValueError(f"nb201 tasks are datasets {DATASETS}, not {t!r}")
+        for o in config.objectives:
+            if o in ("flops", "state_bytes"):
+                raise ValueError(f"nb201 has no {o} objective")
+        if config.max_state_bytes is not None:
+            raise ValueError("nb201 has no state bytes constraint")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> NB201Space:
+        return cls()
+
+    def full_fidelity(self, steps: int) -> int:
+        return FIDELITY  # the table's, whatever the run's training steps
+
+    def local_pool(self) -> Pool:
+        from evaluation.table import TableEvaluator
+
+        return TableEvaluator(lookup)
+
+    # -- genomes --------------------------------------------------------------------------
 
     def initial(self, size: int, rng: random.Random) -> list[CellGenome]:
         return [self.sample(rng) for _ in range(size)]
@@ -258,29 +293,7 @@ def true_accuracy(cell: CellGenome, dataset: str) -> float:
     return float(np.mean(table(dataset).val_acc[cell.table_key]))
 
 
-class TableEvaluator:
-    """In-process evaluation pool for table spaces (no Ray): same protocol as
-    `evaluation.EvaluationPool.evaluate(requests, on_result)`."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-
-    def __enter__(self) -> TableEvaluator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def evaluate(self, requests: list[EvalRequest], on_result: Any = None) -> list[EvalResult]:
-        out = []
-        for request in requests:
-            self.requests += 1
-            try:
-                metrics = observe(CellGenome.from_yaml(request.genome_yaml), request.task, request.seed)
-                result = EvalResult.for_request(request, "ok", metrics=metrics)
-            except (ValueError, KeyError) as e:
-                result = EvalResult.for_request(request, "invalid", str(e))
-            out.append(result)
-            if on_result:
-                on_result(result)
-        return out
+def lookup(request: EvalRequest) -> dict[str, float]:
+    """The metrics of one request: the cell's row of one training seed drawn from the
+    request's seed, on the request's dataset (its task)."""
+    return observe(CellGenome.from_yaml(request.genome_yaml), request.task, request.seed)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evolution.protocols import Genotype
 from genome import KINDS, PROMOTER, STRUCTURAL, Genome, GenomeError
 from genome.schema import ParamSpec
 
@@ -324,9 +325,9 @@ MUTATIONS: dict[str, Callable[[Doc, random.Random], Variation]] = {
 
 @dataclass
 class Child:
-    """A valid child genome, the operator that made it and what changed."""
+    """A valid child genome (of any space), the operator that made it and what changed."""
 
-    genome: Genome
+    genome: Genotype
     op: str
     change: dict[str, Any]
 

@@ -2,9 +2,9 @@
 
 Credit is kept per (operator, context), the context being "task/region type" (the region
 the operator touched, e.g. `mqar/coding`, `cifar10/node3`). A child succeeds (1) when it
-Pareto-dominates a parent, half-succeeds (0.5) when it is incomparable to its best parent
-(a new trade-off), and fails (0) when dominated or failed; with one objective that is
-a fitness gain over the best parent (ties earn 0.5).
+Pareto-dominates a parent (DEAP's `Fitness.dominates`), half-succeeds (0.5) when no
+parent dominates it (a new trade-off), and fails (0) when dominated or failed; with one
+objective that is a fitness gain over the best parent (ties earn 0.5).
 
 Operator probabilities follow the credit per task (summed over region types): probability
 matching on the posterior mean (s + 1) / (t + 2), sharpened by `power`, with a floor so
@@ -15,25 +15,26 @@ generation's transaction (`rows()` -> PolicyIn).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from deap import base
 
 from store import PolicyIn
 
 
-def outcome(
-    child: Sequence[float], parents: Iterable[Sequence[float]], weights: Sequence[float], ok: bool = True
-) -> float:
-    """1 dominates a parent, 0.5 incomparable to every parent, 0 dominated or failed."""
+def outcome(child: base.Fitness, parents: Iterable[base.Fitness], ok: bool = True) -> float:
+    """Credit of a child against its parents, from DEAP fitnesses (`deap.base.Fitness`,
+    whose weights say which objectives are maximised): 1 when it dominates a parent, 0.5
+    when no parent dominates it either (incomparable or equal to each: a new trade-off),
+    0 when a parent dominates it or it failed."""
     if not ok:
         return 0.0
-    c = [v * w for v, w in zip(child, weights, strict=True)]
     best = 0.0
     for parent in parents:
-        pairs = list(zip(c, [v * w for v, w in zip(parent, weights, strict=True)], strict=True))
-        if all(a >= b for a, b in pairs) and any(a > b for a, b in pairs):
+        if child.dominates(parent):
             return 1.0
-        if not (all(b >= a for a, b in pairs) and any(b > a for a, b in pairs)):
+        if not parent.dominates(child):
             best = 0.5
     return best
 

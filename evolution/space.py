@@ -1,59 +1,43 @@
-"""Search spaces: what the loop searches over, behind one small protocol.
+"""Search spaces and their registry: `SPACES[name]` is the class for a run's `space` setting.
 
-The engine, the store, lineage and the meta-policy are the same code for every space; a
-space only says how to make, vary, name and price its genomes:
+Every space follows `evolution.protocols.SearchSpace` (the members are listed there).
+`DogmaSpace` wraps the DOGMA genome operators, repair and seeds; `evolution.nb201`
+adapts NAS-Bench-201 (a table space evaluated by look-up). A new space is a class with
+those members and one entry in `SPACES`; the engine and the command line take the names
+from there.
 
-    initial(size, rng)          the generation-0 genomes
-    sample(rng)                 one random genome (the `random` strategy's proposal)
-    operators                   names of its mutation operators (the meta-policy's arms)
-    mutate(genome, op, rng)     -> Child (genome, op, change record) or raise Discard
-    crossover(a, b, rng)        -> Child or raise Discard
-    parse(text) / key(genome)   the stored canonical text and the canonical key (its id)
-    context(parent, change)     the region type an operator touched, for credit
-    cost_metrics(genome)        exact costs known without training (merged into metrics)
-    violation(genome)           why a genome breaks a hard constraint, or None
-    tasks_valid(tasks)          raise ValueError for a task this space cannot evaluate
-
-A genome object has `.id` (hex canonical key), `.to_yaml()` and `.sequence_view()`.
-
-`DogmaSpace` wraps the DOGMA genome operators, repair and seeds; `evolution.nb201` adapts
-NAS-Bench-201 (a table space evaluated by lookup).
+This module is imported by the command line to list the spaces, so it stays light: what
+needs torch (seeds, accounting) is imported on first use.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from evolution.nb201 import NB201Space
 from evolution.operators import MUTATIONS, Child, Discard, vary
+from evolution.protocols import SearchSpace
 from evolution.repair import repair
-from evolution.seeds import initial_population, random_genome
 from genome import Genome
-from phenotype import account
 
-
-class SearchSpace(Protocol):
-    name: str
-    operators: tuple[str, ...]
-    crossover_op: str
-
-    def initial(self, size: int, rng: random.Random) -> list[Any]: ...
-    def sample(self, rng: random.Random) -> Any: ...
-    def mutate(self, genome: Any, op: str, rng: random.Random) -> Child: ...
-    def crossover(self, a: Any, b: Any, rng: random.Random) -> Child: ...
-    def parse(self, text: str) -> Any: ...
-    def key(self, genome: Any) -> str: ...
-    def context(self, parent: Any, change: dict[str, Any] | None) -> str: ...
-    def cost_metrics(self, genome: Any) -> dict[str, float]: ...
-    def violation(self, genome: Any) -> str | None: ...
+if TYPE_CHECKING:
+    from evaluation.protocol import Pool
+    from evolution.config import RunConfig
 
 
 class DogmaSpace:
-    """DOGMA genomes: region-structured, repaired after every variation, priced exactly."""
+    """DOGMA genomes: region-structured, repaired after every variation, priced exactly.
+
+    Candidates are trained for `steps` (the full fidelity) on the run's tasks; the
+    vocabulary and context length are pinned to the largest over the tasks.
+    """
 
     name = "dogma"
     operators = tuple(sorted(MUTATIONS))
     crossover_op = "homologous_crossover"
+    keeps_weights = True
+    supports_multi_fidelity = True
 
     def __init__(
         self, pinned: dict[str, Any], seq_len: int, max_params: int, max_state_bytes: int | None = None
@@ -61,13 +45,42 @@ class DogmaSpace:
         self.pinned, self.seq_len = pinned, seq_len
         self.max_params, self.max_state_bytes = max_params, max_state_bytes
 
+    # -- set-up ---------------------------------------------------------------------------
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """Every task must be one `evaluation.get_task` knows (its ValueError otherwise)."""
+        from evaluation import get_task
+
+        for task in config.tasks:
+            get_task(task)
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> DogmaSpace:
+        from evaluation import get_task
+
+        tasks = [get_task(t) for t in config.tasks]
+        seq_len = max(t.seq_len for t in tasks)
+        pinned = {"vocab": max(t.vocab_size for t in tasks), "max_len": seq_len}
+        return cls(pinned, seq_len, config.max_params, config.max_state_bytes)
+
+    def full_fidelity(self, steps: int) -> int:
+        return steps
+
+    def local_pool(self) -> Pool | None:
+        return None  # candidates are trained: on Ray's EvaluationPool
+
+    # -- genomes --------------------------------------------------------------------------
     def _repair(self, doc: dict[str, Any]) -> dict[str, Any]:
         return repair(doc, self.pinned)
 
     def initial(self, size: int, rng: random.Random) -> list[Genome]:
+        from evolution.seeds import initial_population
+
         return initial_population(size, rng, self.pinned, self.max_params)
 
     def sample(self, rng: random.Random) -> Genome:
+        from evolution.seeds import random_genome
+
         return random_genome(rng, self.pinned, self.max_params)
 
     def mutate(self, genome: Genome, op: str, rng: random.Random) -> Child:
@@ -99,6 +112,8 @@ class DogmaSpace:
         return types.get(rid, "coding")
 
     def cost_metrics(self, genome: Genome) -> dict[str, float]:
+        from phenotype import account
+
         acct = account(genome, self.seq_len)
         return {
             "params": acct.params,
@@ -115,30 +130,7 @@ class DogmaSpace:
         return None
 
 
-__all__ = ["Child", "Discard", "DogmaSpace", "InProcessPool", "SearchSpace"]
+SPACES: dict[str, type[SearchSpace]] = {"dogma": DogmaSpace, "nb201": NB201Space}
 
 
-class InProcessPool:
-    """Evaluates DOGMA requests one by one in this process (no Ray): for small benchmarks
-    and tests. Same protocol as `evaluation.EvaluationPool.evaluate`."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-
-    def __enter__(self) -> InProcessPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def evaluate(self, requests: list[Any], on_result: Any = None) -> list[Any]:
-        from evaluation import evaluate
-
-        out = []
-        for request in requests:
-            self.requests += 1
-            result = evaluate(request)
-            out.append(result)
-            if on_result:
-                on_result(result)
-        return out
+__all__ = ["SPACES", "Child", "Discard", "DogmaSpace", "NB201Space", "SearchSpace"]

@@ -1,9 +1,12 @@
-"""DEAP types, created once at import (pickling and Ray need module-level classes).
+"""DEAP types, created once at import (pickling and Ray need module-level classes), and the
+plain records the engine's modules share.
 
 An individual is a genome in the population with its store id and evaluation; its
 fitness is (quality ↑, cost ↓, ...): quality first, then one minimised cost per further
-objective (`--objectives`). DEAP's convention holds: an invalid fitness means "not
-evaluated yet", which is what makes caching and resume cheap.
+objective (`--objectives`). DEAP's convention holds: an invalid fitness
+(`not ind.fitness.valid`, reset with `del ind.fitness.values`) means "not evaluated
+yet". What the engine knows of an evaluation in progress (per-task results, cache hits,
+fidelity, the rows to store) is the candidate's `record` (`EvalRecord`).
 
 DEAP fixes a fitness's weights on its class, so one class per objective count is created
 here (1 to MAX_OBJECTIVES); `individual_class(n)` picks it. `Individual` is the default
@@ -12,46 +15,101 @@ two-objective class (quality, parameters).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from deap import base, creator
 
+if TYPE_CHECKING:
+    from evaluation.result import EvalResult
+    from store import EvaluationIn
+
 WEIGHTS = (1.0, -1.0)
 MAX_OBJECTIVES = 5
+
+#: Progress callback of the engine: `on_event(kind, data)`, kind "generation", "result"
+#: or "committed".
+Event = Callable[[str, dict[str, Any]], None]
+
+
+class TaskResult(NamedTuple):
+    """One task's evaluation of a candidate: its status and metrics."""
+
+    status: str
+    metrics: dict[str, Any]
+
+
+@dataclass
+class EvalRecord:
+    """The engine's record of one candidate's evaluation in this process.
+
+    `per_task`, `requested` and `fidelity` describe the latest evaluation stage (a child
+    of a multi-fidelity run is evaluated at `min_steps`, then perhaps again at `steps`).
+    """
+
+    slot: int = 0  # its place among its generation's births (the store's `by_slot`)
+    fidelity: int | str | None = None  # where its metrics come from; None: not evaluated
+    per_task: dict[str, TaskResult] = field(default_factory=dict)  # at `fidelity`
+    requested: bool = False  # at `fidelity`, something was evaluated (not only cache hits)
+    final: bool = False  # evaluated at full fidelity, or invalid (never trained)
+    spent_at: int = 0  # the run's evaluations when its result was known
+    results: list[EvalResult] = field(default_factory=list)  # evaluations made for it here
+    cached_rows: list[EvaluationIn] = field(default_factory=list)  # reused rows, copied
+    weights: bytes | None = None  # trained weights (safetensors) until committed
+
+    def begin(self, fidelity: int) -> None:
+        """Start an evaluation stage at `fidelity`."""
+        self.fidelity, self.per_task, self.requested = fidelity, {}, False
 
 
 class Candidate:
     """A genome in the population; `fitness` is attached by the DEAP creator."""
 
-    fitness: Any
+    fitness: Any  # deap.base.Fitness (DEAP ships no type information)
+    rank: int  # NSGA-II front (0 = Pareto front), set by `selection.assign_rank_and_crowding`
 
     def __init__(self, genome: Any):
         self.genome = genome
         self.id: int | None = None  # store id, once committed
         self.generation: int = 0
         self.seed: int = 0
-        self.status: str | None = None  # evaluation status, None = not evaluated
+        self.status: str | None = None  # evaluation status (None before any evaluation)
         self.metrics: dict[str, Any] = {}
-        self.fidelity: int | str | None = None  # the fidelity its metrics come from
         self.op: str | None = None  # how it was born (None for seeds)
         self.change: dict[str, Any] | None = None
         self.parent_ids: list[int] = []
-        self.parents: list[Any] = []  # parent individuals in memory (for credit)
+        self.parents: list[Candidate] = []  # parent individuals in memory (for credit)
         self.context: str | None = None  # region type the operator touched
-        self.results: list[Any] = []  # EvalResults produced in this process
-        self.cached_rows: list[Any] = []  # results reused from other runs, copied here
-        self.weights: bytes | None = None  # trained weights (safetensors) until committed
         self.age: int = 0  # birth order, for aging evolution
         self.violation: str | None = None  # the hard constraint it breaks, if any
-        self.spent_at: int = 0  # run's evaluations when its result was known
+        self.record = EvalRecord()
 
     @property
-    def result(self) -> Any:
-        """The first evaluation made for this individual in this process (or None)."""
-        return self.results[0] if self.results else None
+    def stored_id(self) -> int:
+        """The store id of a committed individual (parents always are)."""
+        if self.id is None:
+            raise RuntimeError(f"{self!r} is not committed to the store yet")
+        return self.id
 
     def __repr__(self) -> str:
         return f"Individual(id={self.id}, genome={self.genome.id[:12]}, status={self.status})"
+
+
+@dataclass
+class GenerationReport:
+    """What one generation did (`Engine.reports`, the "committed" event)."""
+
+    generation: int
+    evaluated: int  # children trained here (at least one new evaluation), per fidelity stage
+    cached: int  # children whose every result was reused, per fidelity stage
+    failed: int
+    discarded: list[str] = field(default_factory=list)
+    best_accuracy: float = 0.0
+    requests: int = 0  # real evaluations (one per task and fidelity)
+    hits: int = 0  # results reused instead of evaluated
+    promoted: int = 0
+    births: int = 0
 
 
 if not hasattr(creator, "FitnessQualityCost"):
@@ -65,10 +123,10 @@ for _n in range(1, MAX_OBJECTIVES + 1):
 Individual = creator.Individual
 
 
-def individual_class(n_objectives: int) -> type:
+def individual_class(n_objectives: int) -> type[Candidate]:
     """The DEAP individual class whose fitness has `n_objectives` values (quality first)."""
     if n_objectives == 2:
-        return creator.Individual
+        return cast(type[Candidate], creator.Individual)
     if not 1 <= n_objectives <= MAX_OBJECTIVES:
         raise ValueError(f"1 to {MAX_OBJECTIVES} objectives, not {n_objectives}")
-    return getattr(creator, f"Individual{n_objectives}")
+    return cast(type[Candidate], getattr(creator, f"Individual{n_objectives}"))

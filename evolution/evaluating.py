@@ -1,0 +1,260 @@
+"""Evaluating a generation's children: cache, pool, fidelity, per-task results, fitness.
+
+`Evaluator.evaluate(children, pool, report)` leaves every child with `status`, `metrics`,
+a valid `fitness` and its `record` (`evolution.types.EvalRecord`) filled in. Two places
+are the ones to change for a new notion of quality:
+
+- `Evaluator.combine`: one task's or several tasks' results -> the candidate's status and
+  metrics (several tasks: `accuracy` is the per-task mean, `per_task_accuracy` keeps
+  each task's);
+- `Evaluator.fitness`: status and metrics -> the fitness tuple (quality first, then one
+  cost per further objective).
+
+Seed policy (explicit, `RunConfig.seed_policy`):
+- "genome" (default): the training seed of an evaluation is derived from (genome id,
+  task) alone, so the same genome on the same task and fidelity has the same natural key
+  in every run, and a result stored by any run is reused (a cache hit, not an
+  evaluation; the row is copied into this run with `metrics["cached_from"]`).
+- "run": derived from (run seed, genome id): every run re-trains its genomes under its
+  own seeds (independent noise per run; only same-run reuse).
+
+Multi-fidelity (`min_steps`, where the space supports it): children are trained at
+`min_steps` first; the best `promote` fraction (NSGA-II order on the low-fidelity
+objectives, so Pareto-aware) is trained at the full fidelity. Every evaluation row
+records its fidelity; a child's `record.final` says whether its metrics are final.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from deap import tools
+
+from evaluation import EvalRequest, EvalResult
+from evaluation.protocol import Pool
+from evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
+from evolution.config import RunConfig
+from evolution.protocols import SearchSpace
+from evolution.types import Candidate, Event, GenerationReport, TaskResult
+from store import EvaluationIn, Store
+
+FAILED_COST = 1e18  # finite: crowding distances subtract objective values
+OBJECTIVE_METRICS = {
+    "params": ("params",),
+    "state_bytes": ("state_bytes",),
+    "flops": ("flops_per_token",),
+    "latency": ("infer_latency_ms", "latency"),
+}
+
+
+def objective_value(metrics: dict[str, Any], objective: str) -> float:
+    """A cost objective read from metrics (the first of its metric names present)."""
+    for key in OBJECTIVE_METRICS[objective]:
+        if key in metrics:
+            return float(metrics[key])
+    return FAILED_COST
+
+
+class EvalKey(NamedTuple):
+    """The natural key of an evaluation (with the run's task overrides, none so far)."""
+
+    genome_id: str
+    task: str
+    fidelity: int
+    seed: int
+
+
+class Evaluator:
+    """Evaluates children for one run and counts the real evaluations it made (`spent`).
+
+    `history` lists every successfully evaluated child in order, with the run's
+    evaluation count when its result was known (for budget-indexed benchmarks).
+    """
+
+    def __init__(
+        self, config: RunConfig, space: SearchSpace, store: Store, run_id: str, on_event: Event
+    ) -> None:
+        self.config, self.space, self.store, self.run_id = config, space, store, run_id
+        self.tasks = config.tasks
+        self.on_event = on_event
+        self.full_fidelity = space.full_fidelity(config.steps)
+        self.spent = 0
+        self.history: list[tuple[int, Candidate]] = []
+
+    # -- seeds, fitness -------------------------------------------------------------------
+    def seed_for(self, genome_id: str, task: str) -> int:
+        if self.config.seed_policy == "run":
+            if task == self.config.task:
+                return derive_seed(self.config.seed, genome_id)
+            return derive_seed(self.config.seed, genome_id, task)
+        return derive_seed("eval", genome_id, task)
+
+    def fitness(self, ind: Candidate) -> tuple[float, ...]:
+        """(quality, cost, ...) of an evaluated candidate: the one place fitness is made."""
+        n = len(self.config.objectives)
+        if ind.status != "ok" or ind.violation:
+            return (0.0,) + (FAILED_COST,) * (n - 1)
+        return (float(ind.metrics.get("accuracy", 0.0)),) + tuple(
+            objective_value(ind.metrics, o) for o in self.config.objectives[1:]
+        )
+
+    def combine(self, per_task: dict[str, TaskResult]) -> TaskResult:
+        """The candidate's status and metrics from its per-task results (all of the run's
+        tasks): the first failure's status, the first task's metrics; with several tasks
+        `accuracy` is the per-task mean and `per_task_accuracy` holds each task's."""
+        first = per_task[self.tasks[0]]
+        if len(self.tasks) == 1:
+            return TaskResult(first.status, dict(first.metrics))
+        status = next((per_task[t].status for t in self.tasks if per_task[t].status != "ok"), "ok")
+        metrics = dict(first.metrics)
+        accuracy = {t: float(per_task[t].metrics.get("accuracy", 0.0)) for t in self.tasks}
+        metrics["accuracy"] = sum(accuracy.values()) / len(accuracy)
+        metrics["per_task_accuracy"] = accuracy
+        return TaskResult(status, metrics)
+
+    # -- a generation's children ----------------------------------------------------------
+    def evaluate(self, children: Sequence[Candidate], pool: Pool | None, report: GenerationReport) -> None:
+        """Evaluate every child that breaks no hard constraint (multi-fidelity when
+        configured); a child that breaks one is `invalid` and never trained."""
+        cfg = self.config
+        for c in children:
+            if c.violation:
+                c.status, c.metrics = "invalid", {"violation": c.violation}
+                c.fitness.values = self.fitness(c)
+                c.record.final = True
+        todo = [c for c in children if not c.fitness.valid]
+        if cfg.min_steps is None or not self.space.supports_multi_fidelity:
+            self._evaluate_at(todo, self.full_fidelity, pool, report, final=True)
+        else:
+            self._evaluate_at(todo, cfg.min_steps, pool, report, final=False)
+            ok = [c for c in todo if c.status == "ok"]
+            k = min(len(ok), math.ceil(cfg.promote * len(todo))) if ok else 0
+            promoted: list[Candidate] = tools.selNSGA2(ok, k) if k else []
+            report.promoted = len(promoted)
+            for c in promoted:
+                del c.fitness.values  # evaluated again, at full fidelity
+            self._evaluate_at(promoted, self.full_fidelity, pool, report, final=True)
+        for ind in children:
+            if ind.status == "ok":
+                self.history.append((ind.record.spent_at, ind))
+        report.failed += sum(c.status not in ("ok", None) for c in children)
+
+    def _lookup(self, key: EvalKey) -> tuple[Any, bool]:
+        """A stored result for the key: (record, stored_in_this_run) or (None, False)."""
+        rec = self.store.find_evaluation(*key, run_id=self.run_id)
+        if rec is not None:
+            return rec, True
+        return self.store.find_evaluation(*key, run_id=None), False
+
+    def _evaluate_at(
+        self,
+        children: Sequence[Candidate],
+        fidelity: int,
+        pool: Pool | None,
+        report: GenerationReport,
+        final: bool,
+    ) -> None:
+        """One stage: every task of every child at `fidelity`, from the cache or the pool."""
+        pending: dict[EvalKey, list[Candidate]] = {}
+        for ind in children:
+            ind.record.begin(fidelity)
+            for task in self.tasks:
+                key = EvalKey(ind.genome.id, task, fidelity, self.seed_for(ind.genome.id, task))
+                if key in pending:
+                    pending[key].append(ind)
+                    continue
+                rec, here = self._lookup(key)
+                ind.record.spent_at = self.spent
+                if rec is None:
+                    pending[key] = [ind]
+                    ind.record.requested = True
+                    continue
+                report.hits += 1
+                metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
+                ind.record.per_task[task] = TaskResult(rec.status, metrics)
+                if not here:  # reused from another run: copy the row, marked
+                    ind.record.cached_rows.append(
+                        EvaluationIn(*key, rec.status, {**metrics, "cached_from": rec.id}, rec.reason, 0.0)
+                    )
+        by_key = self._request(pending, final, pool)
+        for key, inds in pending.items():
+            result = by_key[key]
+            self.spent += 1
+            report.requests += 1
+            inds[0].record.results.append(result)  # the one evaluation row; copies reuse it
+            if result.weights is not None:
+                inds[0].record.weights = result.weights
+            for ind in inds:
+                ind.record.spent_at = self.spent
+                ind.record.per_task[key.task] = TaskResult(result.status, dict(result.metrics))
+        for ind in children:
+            if ind.record.requested:
+                report.evaluated += 1
+            else:
+                report.cached += 1
+            status, metrics = self.combine(ind.record.per_task)
+            ind.status, ind.metrics = status, metrics
+            ind.metrics.update(self.space.cost_metrics(ind.genome))
+            ind.fitness.values = self.fitness(ind)
+            ind.record.final = final
+            if len(self.tasks) > 1:  # the run's own row: the per-task mean
+                ind.record.cached_rows.append(
+                    EvaluationIn(
+                        ind.genome.id,
+                        self.config.task,
+                        fidelity,
+                        ind.seed,
+                        status,
+                        metrics,
+                        None if status == "ok" else "a task failed",
+                        0.0,
+                    )
+                )
+
+    def _request(
+        self, pending: dict[EvalKey, list[Candidate]], final: bool, pool: Pool | None
+    ) -> dict[EvalKey, EvalResult]:
+        """Evaluate the keys nothing stored answers, on the pool; results by key."""
+        if not pending:
+            return {}
+        if pool is None:
+            raise RuntimeError("the engine has no pool: pass one, or set `engine.pool` before run()")
+        requests = [
+            EvalRequest(
+                genome_yaml=inds[0].genome.to_yaml(),
+                genome_id=key.genome_id,
+                task=key.task,
+                fidelity=key.fidelity,
+                seed=key.seed,
+                timeout_s=self.config.timeout_s,
+                return_weights=final and self.space.keeps_weights and key.task == self.tasks[0],
+            )
+            for key, inds in pending.items()
+        ]
+        done = 0
+
+        def on_result(result: EvalResult) -> None:
+            nonlocal done
+            done += 1
+            self.on_event("result", {"done": done, "total": len(requests), "result": result})
+
+        results = pool.evaluate(requests, on_result=on_result)
+        return {EvalKey(r.genome_id, r.task, r.fidelity, r.seed): r for r in results}
+
+    # -- resume ---------------------------------------------------------------------------
+    def count_spent(self) -> int:
+        """Real evaluations the run's stored individuals hold (for resume): neither rows
+        copied from other runs nor, with several tasks, the run's per-task-mean rows."""
+        return sum(
+            1
+            for rec in self.store.individuals(self.run_id)
+            for e in rec.evaluations
+            if e.individual_id == rec.id
+            and "cached_from" not in (e.metrics or {})
+            and (len(self.tasks) == 1 or e.task != self.config.task)
+        )
+
+
+__all__ = ["FAILED_COST", "EvalKey", "Evaluator", "objective_value"]
