@@ -27,13 +27,13 @@ from safetensors.torch import load_model, save_file, save_model
 
 from evolution.errors import UsageError
 from genome import Genome
-from phenotype import account, decode
+from phenotype import DogmaModel, account, decode
 from store import IndividualRecord, Store
 
 WEIGHTS_ARTIFACT = "weights"
 
 
-def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = None):
+def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = None) -> tuple[DogmaModel, str]:
     """The individual's trained model: from its stored weights, or by replaying training."""
     genome = Genome.from_yaml(record.yaml)
     model = decode(genome)
@@ -61,13 +61,13 @@ def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = No
         fidelity=int(evaluation.fidelity),
         seed=evaluation.seed,
     )
-    model, result = train_model(request)
-    if result.status != "ok":
+    trained, result = train_model(request)
+    if result.status != "ok" or not isinstance(trained, DogmaModel):
         raise UsageError(f"replaying individual {record.id} failed: {result.reason}")
-    return model.eval(), "replayed training"
+    return trained.eval(), "replayed training"
 
 
-def _export_program(model: torch.nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
+def _export_program(model: DogmaModel, example: torch.Tensor) -> torch.export.ExportedProgram:
     """A program with dynamic batch and length where tracing allows it, else static shapes."""
     batch = torch.export.Dim("batch", min=1, max=1024)
     length = torch.export.Dim("length", min=2, max=max(2, model.cfg.max_len))

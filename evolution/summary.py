@@ -55,7 +55,12 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
     evaluated = [i for i in store.individuals(run_id) if i.status == "ok"]
     if not evaluated:
         raise UsageError(f"run {run_id} has no successfully evaluated individual")
-    return min(evaluated, key=lambda i: (-i.metrics.get("accuracy", 0.0), i.metrics.get("params", 0), i.id))
+
+    def rank(i: IndividualRecord) -> tuple[float, float, int]:
+        metrics = i.metrics or {}
+        return (-metrics.get("accuracy", 0.0), metrics.get("params", 0), i.id)
+
+    return min(evaluated, key=rank)
 
 
 def _region_summary(genome: Genome) -> list[dict[str, Any]]:
@@ -78,18 +83,6 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
         return _cell_audit(store, record, credit)
     genome = Genome.from_yaml(record.yaml)
     acct = account(genome)
-    ancestry = [
-        {
-            "id": s.individual_id,
-            "depth": s.depth,
-            "generation": s.generation,
-            "genome_id": s.genome_id,
-            "operator": s.operator,
-            "change": s.change,
-            "parents": [p.parent_id for p in s.parents],
-        }
-        for s in store.ancestry(record.id)
-    ]
     return {
         "id": record.id,
         "run_id": record.run_id,
@@ -110,12 +103,14 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
         "state_bytes_per_token": acct.state_bytes_per_token,
         "state_bytes_fixed": acct.state_bytes_fixed,
         "flops_per_token": acct.flops_per_token,
-        "ancestry": ancestry,
+        "ancestry": _ancestry(store, record),
         "operator_credit": credit,
     }
 
 
 def _ancestry(store: Store, record: IndividualRecord) -> list[dict[str, Any]]:
+    """The individual and its ancestors back to the seeds, breadth first (the store walks
+    the lineage table; each ancestor once)."""
     return [
         {
             "id": s.individual_id,
@@ -196,6 +191,8 @@ def genome_diff(a: Genome, b: Genome) -> list[dict[str, Any]]:
 def run_report(store: Store, run_id: str) -> dict[str, Any]:
     """Per generation: births, evaluations, failures, best and mean accuracy; failure types."""
     run = store.get_run(run_id)
+    if run is None:
+        raise UsageError(f"no run {run_id}")
     individuals = store.individuals(run_id)
     generations = []
     failures: dict[str, int] = {}
@@ -203,9 +200,9 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     for g in range(run.generations):
         born = [i for i in individuals if i.generation == g]
         evaluated = [i for i in born if i.evaluation is not None and i.evaluation.individual_id == i.id]
-        accuracies = [i.metrics.get("accuracy", 0.0) for i in born if i.status == "ok"]
+        accuracies = [(i.metrics or {}).get("accuracy", 0.0) for i in born if i.status == "ok"]
         for i in evaluated:
-            if i.status != "ok":
+            if i.status is not None and i.status != "ok":
                 failures[i.status] = failures.get(i.status, 0) + 1
         for i in born:
             if i.operator:
