@@ -4,15 +4,38 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: setup run test lint
+
+# torch is installed before the project, from the first source that applies:
+#   1. $TORCH_INDEX_URL, when set: the index of the torch build you want (CPU, a CUDA version);
+#   2. the CPU wheel where one lies on disk (pip's configured find-links);
+#   3. with an NVIDIA GPU: pip's default resolution;
+#   4. without one: the newest CPU build (+cpu) that pip's configured index offers, if any,
+#      else pip's default resolution.
+# Every package comes from pip's own configuration otherwise; no index is named here. torch's
+# dependencies come with the project install, which keeps any torch 2.4+ already there.
 $(BIN)/evolve: pyproject.toml
 	$(PY) -m venv $(VENV)
-	# torch first: the CPU wheel where one lies on disk (pip's find-links), the CUDA build only
-	# where an NVIDIA GPU is present, else PyTorch's CPU index: never a multi-GB CUDA pull on a
-	# CPU-only machine. Its own dependencies come with the project install below.
-	$(BIN)/pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null || \
-	  (command -v nvidia-smi >/dev/null && $(BIN)/pip install -q torch) || \
-	  $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
-	    --extra-index-url https://pypi.org/simple
+	@set -e; \
+	if [ -n "$$TORCH_INDEX_URL" ]; then \
+	  echo "setup: torch from TORCH_INDEX_URL"; \
+	  $(BIN)/pip install -q torch --index-url "$$TORCH_INDEX_URL"; \
+	elif $(BIN)/pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null; then \
+	  echo "setup: torch from the local wheel"; \
+	elif command -v nvidia-smi >/dev/null 2>&1; then \
+	  echo "setup: torch for the NVIDIA GPU (pip's default resolution)"; \
+	  $(BIN)/pip install -q torch; \
+	else \
+	  cpu=$$($(BIN)/pip index versions torch 2>/dev/null | sed -n 's/^Available versions: //p' \
+	    | tr ',' '\n' | tr -d ' ' | grep '+cpu$$' | head -n 1 || true); \
+	  if [ -n "$$cpu" ]; then \
+	    echo "setup: no NVIDIA GPU; torch $$cpu, the CPU build the configured index offers"; \
+	    $(BIN)/pip install -q "torch==$$cpu"; \
+	  else \
+	    echo "setup: no NVIDIA GPU and no CPU build on the configured index: pip's default" \
+	      "resolution (set TORCH_INDEX_URL to a CPU-only index to avoid a CUDA build)"; \
+	    $(BIN)/pip install -q torch; \
+	  fi; \
+	fi
 	$(BIN)/pip install -q -e '.[test,bench]'
 	touch $@
 
