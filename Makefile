@@ -1,9 +1,10 @@
 # Two entry points, the README's quick start: `make run` and `make test`.
+# For development: `make test-fast` (the suite without the tests marked slow) and `make lint`.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint
+.PHONY: setup run test test-fast lint
 
 # torch is installed before the project, from the first source that applies:
 #   1. $TORCH_INDEX_URL, when set: the index of the torch build you want (CPU, a CUDA version);
@@ -44,9 +45,13 @@ setup: $(BIN)/evolve
 run: setup
 	$(BIN)/evolve run --population 64
 
-test: setup
-	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
-
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: setup lint
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
