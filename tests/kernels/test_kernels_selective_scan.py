@@ -130,9 +130,19 @@ def _cases(backend: str) -> list[tuple[str, int, str]]:
     ] + [("groups", 100, "strong"), ("groups", 100, "weak")]
 
 
+def _interpreted_long(backend: str, length: int) -> bool:
+    """The Triton interpreter takes seconds for a sequence of tens of steps: `make test` runs
+    those cases, `make test-fast` only the short ones."""
+    return backend == "triton" and not torch.cuda.is_available() and length > 5
+
+
 @pytest.mark.parametrize(
     "backend,layout,length,decay",
-    [(b, *case) for b in BACKENDS for case in _cases(b)],
+    [
+        pytest.param(b, *case, marks=[pytest.mark.slow] if _interpreted_long(b, case[1]) else [])
+        for b in BACKENDS
+        for case in _cases(b)
+    ],
 )
 def test_backend_matches_reference_float64(backend, layout, length, decay) -> None:
     device = device_for(backend)
