@@ -90,13 +90,25 @@ def test_replay_matches_bit_for_bit_and_notices_a_change(reference, tmp_path):
     assert json.loads(proc.stdout)["metrics"]["loss"]["equal"] is False
 
 
+def audit_while_running(proc: subprocess.Popen, store: Path) -> bool:
+    """`evolve audit` of the run's first individual, once a generation is committed: True
+    when it answered correctly and the driver `proc` was alive before and after it."""
+    committed = rows(store, "SELECT last_generation FROM runs")
+    if not committed or committed[0][0] < 0 or proc.poll() is not None:
+        return False
+    first = rows(store, "SELECT min(id) FROM individuals")[0][0]
+    audit = evolve("audit", str(first), "--json", store=store)
+    assert json.loads(audit.stdout)["id"] == first
+    return proc.poll() is None
+
+
 def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_path, tally):
     reference_store, reference_result = reference
     store = tmp_path / "killed.db"
     rng = random.Random(20240611)
     run_id, kills, audits, highest = None, 0, 0, -1
-    while kills < 3:
-        args = ["run", "--resume", run_id] if run_id else ["run", *RUN_ARGS]
+
+    def driver(*args: str) -> subprocess.Popen:
         cmd = [
             sys.executable,
             "-m",
@@ -107,15 +119,14 @@ def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_pa
             "--store",
             f"sqlite:///{store}",
         ]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+    while kills < 3:
+        proc = driver(*(["run", "--resume", run_id] if run_id else ["run", *RUN_ARGS]))
         deadline = time.monotonic() + rng.uniform(3.0, 15.0)
         while time.monotonic() < deadline and proc.poll() is None:
-            committed = rows(store, "SELECT id, last_generation FROM runs")
-            if committed and committed[0][1] >= 0 and audits == 0:
-                # a reader during the run: answers, and the run goes on undisturbed
-                first = rows(store, "SELECT min(id) FROM individuals")[0][0]
-                audit = evolve("audit", str(first), "--json", store=store)
-                assert json.loads(audit.stdout)["id"] == first
+            # a reader during the run: answers, and the run goes on undisturbed
+            if audits == 0 and audit_while_running(proc, store):
                 audits += 1
             time.sleep(0.2)
         if proc.poll() is not None:
@@ -130,7 +141,14 @@ def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_pa
             highest = generation
     if run_id is None:
         pytest.fail("no run was created before the kills")
-    result = json.loads(evolve("run", "--resume", run_id, "--json", "--quiet", store=store).stdout)
+    proc = driver("run", "--resume", run_id)  # to the end, read while it runs
+    while proc.poll() is None:
+        if audits == 0 and audit_while_running(proc, store):
+            audits += 1
+        time.sleep(0.2)
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == 0, stderr[-3000:]
+    result = json.loads(stdout)
     doubled = rows(
         store,
         "SELECT genome_id, task, fidelity, seed, count(*) FROM evaluations "
@@ -144,4 +162,5 @@ def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_pa
     assert [g for g, _ in births] == [0, 1, 2]
     assert same and result["best"]["genome_id"] == reference_result["best"]["genome_id"]
     assert rows(store, "SELECT status, last_generation FROM runs") == [("finished", 2)]
-    assert kills >= 1 and audits >= 0
+    assert kills >= 1
+    assert audits == 1, "no audit answered while a driver was running"
