@@ -199,6 +199,7 @@ def _dump(doc: Any) -> bytes:
 
 # -- (a) mutated genomes -------------------------------------------------------------------
 @FUZZ
+@pytest.mark.slow  # 150 examples through the CLI: `make test` runs it, `make test-fast` not
 @given(doc=mutated_documents())
 def test_mutated_genomes_are_accepted_or_refused_in_one_line(doc, scratch):
     code, out, _ = _validate_file(scratch / "mutated.yaml", _dump(doc))
@@ -281,6 +282,7 @@ def _id_argv(command: list[str], key: str, store_url: str, out: Path) -> list[st
 
 
 @FUZZ
+@pytest.mark.slow  # 150 examples through the CLI: `make test` runs it, `make test-fast` not
 @given(key=IDS)
 @pytest.mark.parametrize("command", ID_COMMANDS, ids=lambda c: c[0])
 def test_commands_answer_bad_ids_in_one_line(command, key, empty_store, scratch):
@@ -300,6 +302,7 @@ def test_commands_answer_numeric_junk_ids_in_one_line(command, key, empty_store,
 
 
 @FUZZ
+@pytest.mark.slow  # 150 examples through the CLI: `make test` runs it, `make test-fast` not
 @given(content=st.binary(max_size=1024) | mutated_documents().map(_dump))
 def test_genome_show_accepts_or_refuses_in_one_line(content, scratch):
     path = scratch / "show.yaml"
