@@ -104,6 +104,7 @@ class Run(Base):
     seed: Mapped[int] = mapped_column(BigInteger)  # 63-bit derived seeds
     task: Mapped[str] = mapped_column(Text)
     last_generation: Mapped[int] = mapped_column(Integer, default=-1)
+    stop_reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it ended (0003)
 
 
 class Genome(Base):

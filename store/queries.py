@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -62,6 +63,7 @@ def _run_record(row: Run, evaluated: dict[str, int]) -> RunRecord:
         last_generation=row.last_generation,
         generations=row.last_generation + 1,
         evaluated=evaluated.get(row.id, 0),
+        stop_reason=row.stop_reason,
     )
 
 
@@ -82,6 +84,26 @@ def find_evaluation(
         query = query.where(Evaluation.run_id == run_id)
     row = session.scalars(query.order_by(Evaluation.id).limit(1)).first()
     return None if row is None else evaluation_record(row)
+
+
+def scored_genomes(
+    session: Session, task: str, fidelity: int | str, limit: int
+) -> list[tuple[str, str, Any]]:
+    """(genome id, canonical YAML, metrics) of the newest ``limit`` successful evaluations
+    of ``task`` at ``fidelity`` in any run (the surrogate's training rows), rows copied
+    from another run's cache left out."""
+    rows = session.execute(
+        select(Evaluation.genome_id, Genome.yaml, Evaluation.metrics)
+        .join(Genome, Genome.id == Evaluation.genome_id)
+        .where(
+            Evaluation.task == task,
+            Evaluation.fidelity == fidelity_key(fidelity),
+            Evaluation.status == "ok",
+        )
+        .order_by(Evaluation.id.desc())
+        .limit(limit)
+    ).all()
+    return [(gid, text, metrics) for gid, text, metrics in rows if "cached_from" not in (metrics or {})]
 
 
 def population(session: Session, run_id: str, generation: int | None) -> list[IndividualRecord]:

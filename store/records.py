@@ -151,6 +151,7 @@ class RunRecord:
     last_generation: int
     generations: int  # committed generations: last_generation + 1
     evaluated: int  # evaluation rows of the run
+    stop_reason: str | None = None  # why the run ended, once it has
 
 
 @dataclass(frozen=True)

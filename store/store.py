@@ -120,7 +120,8 @@ class Store:
         """All runs, oldest first."""
         return self._read(queries.runs, "list_runs")
 
-    def set_run_status(self, run_id: str, status: str) -> None:
+    def set_run_status(self, run_id: str, status: str, reason: str | None = None) -> None:
+        """Set a run's status; ``reason`` says why it stopped (kept until the next stop)."""
         if status not in RUN_STATUSES:
             raise StoreError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
 
@@ -129,6 +130,7 @@ class Store:
             if run is None:
                 raise StoreError(f"no run {run_id!r}")
             run.status = status
+            run.stop_reason = reason
 
         self._write(work, "set_run_status")
 
@@ -190,6 +192,13 @@ class Store:
         return self._read(
             lambda session: queries.find_evaluation(session, genome_id, task, fidelity, seed, run_id),
             "find_evaluation",
+        )
+
+    def scored_genomes(self, task: str, fidelity: int | str, limit: int = 5000) -> list[tuple[str, str, Any]]:
+        """(genome id, YAML, metrics) of the newest ``limit`` successful evaluations of
+        ``task`` at ``fidelity`` across every run (what a surrogate model learns from)."""
+        return self._read(
+            lambda session: queries.scored_genomes(session, task, fidelity, limit), "scored_genomes"
         )
 
     def population(self, run_id: str, generation: int | None = None) -> list[IndividualRecord]:

@@ -38,7 +38,7 @@ from store.models import LEGACY_SCHEMA_VERSION, Base
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_0_1.db"
 RUN_ID = "15ea3469eb87"  # the one run in the fixture: task mqar, generations 0 and 1
-HEAD = "0002"
+HEAD = "0003"
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def _tables(path: Path) -> set[str]:
 
 def test_the_revisions_are_a_line_ending_at_head() -> None:
     assert migrations.heads() == {HEAD}
-    assert [s.revision for s in migrations.script().walk_revisions()] == ["0002", "0001"]
+    assert [s.revision for s in migrations.script().walk_revisions()] == ["0003", "0002", "0001"]
 
 
 def test_a_new_store_is_created_by_the_migrations_and_equals_the_models(store_url: str, helpers) -> None:
@@ -226,3 +226,13 @@ def test_the_command_line_downgrades_and_upgrades_a_store(db_path: Path, capsys)
     assert _schema_diff(url) == []
     assert migrations_main(["heads"]) == 0  # no store needed to list the revisions
     assert migrations_main(["--url", url, "downgrade", "nope"]) == 1
+
+
+def test_a_release_0_1_store_gains_the_stop_reason_and_keeps_its_runs(tmp_path: Path) -> None:
+    copy = tmp_path / "old.db"
+    shutil.copy(FIXTURE, copy)
+    with Store(f"sqlite:///{copy}") as store:
+        (run,) = store.list_runs()
+        assert run.stop_reason is None  # the column is new: old runs have none
+        store.set_run_status(run.id, "finished", reason="evaluation budget spent")
+        assert store.get_run(run.id).stop_reason == "evaluation budget spent"
