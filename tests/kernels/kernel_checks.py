@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import pytest
 import torch
 
 from kernels._dispatch import triton_available
@@ -20,6 +21,13 @@ def fast_backends(cpu_path: bool) -> list[str]:
     if triton_available() and (torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET")):
         names.append("triton")
     return names
+
+
+def slow_when_interpreted(backend: str, length: int) -> list[pytest.MarkDecorator]:
+    """``slow`` for a Triton case of tens of steps run by the interpreter (no GPU), which takes
+    about a second: `make test` runs those cases, `make test-fast` only the short ones."""
+    interpreted = backend == "triton" and not torch.cuda.is_available()
+    return [pytest.mark.slow] if interpreted and length > 5 else []
 
 
 def device_for(backend: str) -> torch.device:

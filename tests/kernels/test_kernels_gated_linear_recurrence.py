@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
+from kernel_checks import (
+    assert_all_close,
+    device_for,
+    fast_backends,
+    leaf,
+    outputs_and_grads,
+    slow_when_interpreted,
+)
 
 from kernels import gated_linear_recurrence
 
@@ -55,10 +62,18 @@ def test_chunked_reference_matches_sequential(per_channel, length, chunk_size, d
     assert_all_close(got_grads, want_grads, "grads", rtol=1e-8, atol=1e-9)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
-    "per_channel,length,dv,decay",
-    [(True, 37, 3, "mixed"), (False, 1, 5, "mixed"), (True, 20, 70, "strong"), (False, 63, 3, "weak")],
+    "backend,per_channel,length,dv,decay",
+    [
+        pytest.param(backend, *case, marks=slow_when_interpreted(backend, case[1]))
+        for backend in BACKENDS
+        for case in [
+            (True, 37, 3, "mixed"),
+            (False, 1, 5, "mixed"),
+            (True, 20, 70, "strong"),
+            (False, 63, 3, "weak"),
+        ]
+    ],
 )
 def test_backend_matches_sequential(backend, per_channel, length, dv, decay) -> None:
     device = device_for(backend)

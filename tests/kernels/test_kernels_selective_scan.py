@@ -7,7 +7,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
+from kernel_checks import (
+    assert_all_close,
+    device_for,
+    fast_backends,
+    leaf,
+    outputs_and_grads,
+    slow_when_interpreted,
+)
 
 from kernels import selective_scan
 from kernels.selective_scan import reference
@@ -130,19 +137,9 @@ def _cases(backend: str) -> list[tuple[str, int, str]]:
     ] + [("groups", 100, "strong"), ("groups", 100, "weak")]
 
 
-def _interpreted_long(backend: str, length: int) -> bool:
-    """The Triton interpreter takes seconds for a sequence of tens of steps: `make test` runs
-    those cases, `make test-fast` only the short ones."""
-    return backend == "triton" and not torch.cuda.is_available() and length > 5
-
-
 @pytest.mark.parametrize(
     "backend,layout,length,decay",
-    [
-        pytest.param(b, *case, marks=[pytest.mark.slow] if _interpreted_long(b, case[1]) else [])
-        for b in BACKENDS
-        for case in _cases(b)
-    ],
+    [pytest.param(b, *case, marks=slow_when_interpreted(b, case[1])) for b in BACKENDS for case in _cases(b)],
 )
 def test_backend_matches_reference_float64(backend, layout, length, decay) -> None:
     device = device_for(backend)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
+from kernel_checks import (
+    assert_all_close,
+    device_for,
+    fast_backends,
+    leaf,
+    outputs_and_grads,
+    slow_when_interpreted,
+)
 
 from kernels import WKVState, wkv, wkv_with_state
 
@@ -62,9 +69,13 @@ def _run_state(backend, inputs, state, device):
     return [y, num, den, top], grads
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
-    "length,key_scale,decay", [(1, 1.0, "mixed"), (37, 1.0, "strong"), (20, 50.0, "weak"), (63, 1.0, "mixed")]
+    "backend,length,key_scale,decay",
+    [
+        pytest.param(backend, *case, marks=slow_when_interpreted(backend, case[0]))
+        for backend in BACKENDS
+        for case in [(1, 1.0, "mixed"), (37, 1.0, "strong"), (20, 50.0, "weak"), (63, 1.0, "mixed")]
+    ],
 )
 def test_backend_matches_reference_float64(backend, length, key_scale, decay) -> None:
     device = device_for(backend)
