@@ -1,4 +1,4 @@
-"""Persistent record of evolutionary runs (DESIGN.md §7).
+"""Persistent record of evolutionary runs (overview: docs/architecture.md, "Store").
 
 Plain data in, plain data out: genome ids are sha256 hex strings, genomes canonical YAML,
 metrics and change records JSON-able dicts. A generation is committed in one transaction
