@@ -22,7 +22,7 @@ from .budget import learning_rate
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
 from .result import EvalRequest, EvalResult, Status, one_line
 from .tasks import Task, get_task
-from .trainer import DEFAULT_BATCH_SIZE, DEFAULT_LR, train_and_score
+from .trainer import DEFAULT_LR, train_and_score
 
 DEFAULT_STEPS = 300  # a fidelity at which the default mqar separates mixers from none
 
@@ -138,7 +138,7 @@ def train_model(
         except ValueError as error:
             return finish("invalid", f"task: {error}")
         device = torch.device(request.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        batch_size = request.batch_size or DEFAULT_BATCH_SIZE
+        batch_size = request.batch_size or task.train_batch_size
         torch.manual_seed(request.seed)  # initial weights follow the seed
 
         if build_model is None:

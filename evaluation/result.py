@@ -44,7 +44,7 @@ class EvalRequest:
     timeout_s: float | None = None
     task_overrides: dict[str, Any] = field(default_factory=dict)
     max_memory_bytes: int | None = None
-    batch_size: int | None = None  # None: the trainer's default
+    batch_size: int | None = None  # None: the task's train_batch_size
     device: str | None = None  # None: CUDA when visible, else CPU
     return_weights: bool = False  # ship the trained weights back (safetensors bytes)
 

@@ -133,7 +133,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         "run_id": engine.run_id,
         "best": individual_summary(best),
         "pareto": [individual_summary(i) for i in front],
-        "generations": engine.config.generations + 1,
+        "generations": len(engine.reports),  # the generations this invocation ran
+        "last_generation": run.last_generation,
+        "stop_reason": engine.stop_reason,
         "evaluated": run.evaluated,
         "wall_seconds": round(progress.elapsed(), 1),
     }
@@ -145,25 +147,32 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
+    from evolution.evaluating import quality_of
+
     out = Console(highlight=False, markup=False)
-    table = Table(title=f"Pareto front of run {result['run_id']} (accuracy ↑, parameters ↓)")
-    for col in ("id", "genome", "accuracy", "params", "sequence"):
+    table = Table(title=f"Pareto front of run {result['run_id']} (quality ↑, parameters ↓)")
+    for col in ("id", "genome", "quality", "params", "sequence"):
         table.add_column(col, overflow="fold")
     for ind in front:
         table.add_row(
             str(ind.id),
             ind.genome.id[:12],
-            f"{ind.metrics.get('accuracy', 0):.3f}",
+            f"{quality_of(ind.metrics):.3f}",
             f"{int(ind.metrics.get('params', 0)):,}",
             Text(ind.genome.sequence_view()),
         )
     out.print(table)
     best = result["best"]
     out.print(
-        f"best: individual {best['id']} ({best['genome_id'][:12]}), accuracy "
-        f"{best['metrics'].get('accuracy', 0):.3f}, {int(best['metrics'].get('params', 0)):,} "
+        f"best: individual {best['id']} ({best['genome_id'][:12]}), quality "
+        f"{quality_of(best['metrics']):.3f}, {int(best['metrics'].get('params', 0)):,} "
         f"parameters; {result['evaluated']} evaluations in {result['wall_seconds']} s"
     )
+    per_task = best["metrics"].get("per_task") or {}
+    if per_task:
+        out.print("  per task: " + ", ".join(f"{t} {v:.3f}" for t, v in per_task.items()))
+    if result.get("stop_reason"):
+        out.print(f"stopped: {result['stop_reason']}")
     out.print(
         f"next: evolve audit {best['id']}   evolve export --run {result['run_id']} --best -o best-model"
     )
@@ -302,8 +311,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(data)
         return 0
-    table = Table(title=f"run {run_id} ({data['status']}, task {data['task']})")
-    for col in ("generation", "born", "evaluated", "failed", "best accuracy", "mean accuracy"):
+    stopped = f"; {data['stop_reason']}" if data.get("stop_reason") else ""
+    table = Table(title=f"run {run_id} ({data['status']}{stopped}, task {data['task']})")
+    tasks = sorted({t for g in data["generations"] for t in g["best_per_task"]})
+    for col in ("gen", "born", "evaluated", "failed", "best quality", "mean quality", "families", *tasks):
         table.add_column(col)
     for g in data["generations"]:
         table.add_row(
@@ -311,11 +322,15 @@ def cmd_report(args: argparse.Namespace) -> int:
             str(g["born"]),
             str(g["evaluated"]),
             str(g["failed"]),
-            f"{g['best_accuracy']:.3f}",
-            f"{g['mean_accuracy']:.3f}",
+            f"{g['best_quality']:.3f}",
+            f"{g['mean_quality']:.3f}",
+            str(g["families"]),
+            *(f"{g['best_per_task'].get(t, 0.0):.2f}" for t in tasks),
         )
     out = _out()
     out.print(table)
+    if tasks:
+        out.print("per-task columns: normalised accuracy of each generation's best individual")
     out.print(f"failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
     return 0
 

@@ -12,16 +12,19 @@ list), its help from the metadata. `evolution.cli` builds the options from
 
 from __future__ import annotations
 
+import math
 import typing
 from collections.abc import Callable
 from dataclasses import Field, asdict, dataclass, field, fields
 from types import UnionType
 from typing import Any
 
+from evaluation.budget import BUDGETS
 from evolution.space import SPACES
 from evolution.strategies import STRATEGIES
 
 OBJECTIVE_CHOICES = ("quality", "params", "state_bytes", "flops", "latency")
+DEFAULT_GENERATIONS = 3  # with the default suite budget: about 10 minutes on 2 cores
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,24 @@ class RunConfig:
 
     # -- `evolve run` options, in the order --help lists them --------------------------------
     population: int = field(default=64, metadata=cli("individuals kept each generation (64)"))
-    generations: int = field(  # 2 fits 10 min on 2 cores
-        default=2, metadata=cli("offspring generations after the seeds")
+    generations: int | None = field(
+        default=None,
+        metadata=cli(
+            f"offspring generations after the seeds (default {DEFAULT_GENERATIONS}; "
+            "with --evaluations: until the budget is spent)"
+        ),
     )
-    steps: int = field(default=200, metadata=cli("training steps per evaluation"))  # full fidelity
+    steps: int = field(default=400, metadata=cli("training steps per evaluation (400)"))  # full fidelity
     task: str = field(  # several: fitness from the per-task results (evolution.evaluating)
-        default="mqar", metadata=cli("task, or a comma list of tasks (mqar)")
+        default="suite", metadata=cli("task, or a comma list of tasks (suite)")
+    )
+    budget: str = field(
+        default="steps",
+        metadata=cli(
+            "steps: every candidate trains --steps steps; flops: every candidate trains for "
+            "the compute of --steps steps of a dense model of half --max-params",
+            choices=BUDGETS,
+        ),
     )
     seed: int = field(default=0, metadata=cli("run seed (0)"))
     workers: int | None = field(default=None, metadata=cli("parallel evaluations (default: every core)"))
@@ -85,11 +100,21 @@ class RunConfig:
         default=None, metadata=cli("budget of real evaluations", flag="--evaluations")
     )
     min_steps: int | None = field(
-        default=None, metadata=cli("multi-fidelity: train every child this many steps first")
+        default=100,
+        metadata=cli(
+            "multi-fidelity: train every child this many steps first, when below --steps (100; 0: off)"
+        ),
     )
     promote: float = field(default=0.25, metadata=cli("multi-fidelity: fraction promoted (0.25)"))
     batch: int | None = field(default=None, metadata=cli("children per generation (default population)"))
     sample_size: int = field(default=3, metadata=cli("regularized: tournament sample (3)"))
+    surrogate: int = field(
+        default=1,
+        metadata=cli(
+            "breed K times the children, train the surrogate's best and an exploration share (1: off)"
+        ),
+    )
+    explore: float = field(default=0.25, metadata=cli("surrogate: share of children drawn at random (0.25)"))
     # -- library only -----------------------------------------------------------------------
     crossover_rate: float = 0.2
     timeout_s: float = 60.0  # per candidate: slower ones are recorded as "timeout" failures
@@ -102,8 +127,18 @@ class RunConfig:
         object.__setattr__(self, "objectives", objectives)
         if self.population < 2:
             raise ValueError("population must be at least 2")
-        if self.generations < 0:
+        if self.generations is not None and self.generations < 0:
             raise ValueError("generations must be at least 0")
+        if self.budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {BUDGETS}, not {self.budget!r}")
+        if self.surrogate < 1:
+            raise ValueError("surrogate must be at least 1 (1: off)")
+        if not 0.0 <= self.explore <= 1.0:
+            raise ValueError("explore must lie in [0, 1]")
+        if not 0.0 < self.promote <= 1.0:
+            raise ValueError("promote must lie in (0, 1]")
+        if self.max_evaluations is not None and self.max_evaluations < 1:
+            raise ValueError("evaluations must be at least 1")
         if self.steps < 1:
             raise ValueError("steps must be at least 1")
         if not objectives or objectives[0] != "quality" or len(set(objectives)) != len(objectives):
@@ -117,11 +152,24 @@ class RunConfig:
             raise ValueError(f"strategy must be one of {STRATEGIES}, not {self.strategy!r}")
         if self.seed_policy not in ("genome", "run"):
             raise ValueError("seed_policy must be 'genome' or 'run'")
-        if self.min_steps is not None and not 1 <= self.min_steps < self.steps:
-            raise ValueError("min_steps must be at least 1 and below steps")
+        if self.min_steps is not None and self.min_steps < 0:
+            raise ValueError("min_steps must be at least 0 (0: off)")
         if not self.tasks:
             raise ValueError("no task given")
         SPACES[self.space].check_config(self)
+
+    @property
+    def offspring_generations(self) -> float:
+        """Generations of offspring to run: as configured, else without limit when an
+        evaluation budget is given (the budget ends the run), else DEFAULT_GENERATIONS."""
+        if self.generations is not None:
+            return self.generations
+        return math.inf if self.max_evaluations is not None else DEFAULT_GENERATIONS
+
+    @property
+    def first_fidelity(self) -> int | None:
+        """The multi-fidelity first stage in steps, or None when training is single-stage."""
+        return self.min_steps if self.min_steps and self.min_steps < self.steps else None
 
     @property
     def tasks(self) -> list[str]:

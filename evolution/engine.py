@@ -24,8 +24,9 @@ from typing import Any
 
 from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
+from evolution import assisted
 from evolution.config import RunConfig
-from evolution.evaluating import Evaluator
+from evolution.evaluating import Evaluator, quality_of
 from evolution.export import WEIGHTS_ARTIFACT
 from evolution.operators import Discard
 from evolution.policy import OperatorPolicy, outcome
@@ -33,6 +34,7 @@ from evolution.protocols import Genotype, SearchSpace
 from evolution.selection import assign_rank_and_crowding, pareto_front
 from evolution.space import SPACES
 from evolution.strategies import make_strategy
+from evolution.surrogate import rank_correlation
 from evolution.types import Candidate, Event, GenerationReport, individual_class
 from store import (
     ArchiveIn,
@@ -48,6 +50,7 @@ from store import (
 )
 
 Birth = tuple[Genotype, str | None, dict[str, Any] | None, list[Candidate]]  # genome, op, change, mates
+STALL_LIMIT = 5  # generations in a row without a birth: the space has nothing new left
 
 
 class Engine:
@@ -75,6 +78,7 @@ class Engine:
         self.run_id = run_id or store.create_run(config.to_dict(), config.seed, config.task)
         self.evaluator = Evaluator(config, self.space, store, self.run_id, self.on_event)
         self.reports: list[GenerationReport] = []
+        self._predicted: list[float | None] = []  # the surrogate's predictions for the next births
         self.policy = OperatorPolicy(
             self.space.operators + (self.space.crossover_op,), floor=config.policy_floor
         )
@@ -82,6 +86,7 @@ class Engine:
         self.archive: dict[str, tuple[Genotype, dict[str, Any]]] = {}
         self._elites: list[Genotype] = []
         self.seen: set[str] = set()  # genome ids born in this run: children must be new
+        self.stop_reason: str | None = None  # why `run` ended
         if run_id is None and config.memory_from:
             self._inherit(config.memory_from)
 
@@ -109,13 +114,21 @@ class Engine:
             for a in self.store.archive(self.run_id):
                 self.archive[a.genome_id] = (self.space.parse(a.yaml), dict(a.metrics))
             self.evaluator.spent = self.evaluator.count_spent()
-        stalled = 0
-        for generation in range(start, self.config.generations + 1):
-            if self._budget_left() <= 0 or stalled >= 5:
-                break  # budget spent, or the search proposes nothing new any more
-            population = self._generation(generation, population)
-            stalled = stalled + 1 if self.reports[-1].births == 0 else 0
-        self.store.set_run_status(self.run_id, "finished")
+        stalled, generation = 0, start
+        while True:
+            if generation > self.config.offspring_generations:
+                self.stop_reason = f"{generation - 1} offspring generations done"
+            elif self._budget_left() <= 0:
+                self.stop_reason = f"evaluation budget of {self.config.max_evaluations} spent"
+            elif stalled >= STALL_LIMIT:
+                self.stop_reason = f"no unseen genome in {STALL_LIMIT} generations: the space is exhausted"
+            else:
+                population = self._generation(generation, population)
+                stalled = stalled + 1 if self.reports[-1].births == 0 else 0
+                generation += 1
+                continue
+            break
+        self.store.set_run_status(self.run_id, "finished", self.stop_reason)
         return population
 
     @classmethod
@@ -154,6 +167,8 @@ class Engine:
         else:
             n = int(min(self.config.batch or self.config.population, budget))
             births = self._offspring(parents, rng, report, n)
+        predicted = self._predicted
+        self._predicted = []
         children = []
         for slot, (genome, op, change, mates) in enumerate(births):
             self.seen.add(genome.id)
@@ -162,16 +177,21 @@ class Engine:
             ind.parent_ids = [m.stored_id for m in mates]
             if op is not None and mates:
                 ind.context = f"{self.config.task}/{self.space.context(mates[0].genome, change)}"
+            ind.predicted = predicted[slot] if slot < len(predicted) else None
             children.append(ind)
         report.births = len(children)
         self.on_event(
             "generation", {"generation": generation, "births": len(children), "discarded": report.discarded}
         )
         self.evaluator.evaluate(children, self.pool, report)
+        report.surrogate_rho = self._surrogate_rho(children)
         self._credit(children)
         population = self._survivors(parents, children)
         self._commit(generation, children, population)
-        report.best_accuracy = max((i.fitness.values[0] for i in population), default=0.0)
+        qualities = [quality_of(i.metrics) if i.status == "ok" else 0.0 for i in population]
+        report.best_quality = max(qualities, default=0.0)
+        report.mean_quality = sum(qualities) / len(qualities) if qualities else 0.0
+        report.families = len({self.space.family(i.genome) for i in population})
         self.reports.append(report)
         self.on_event("committed", {"generation": generation, "report": report, "population": population})
         return population
@@ -203,7 +223,52 @@ class Engine:
     def _offspring(
         self, parents: list[Candidate], rng: random.Random, report: GenerationReport, n: int
     ) -> list[Birth]:
-        """Up to `n` new children: bred from `parents` by the strategy and the meta-policy
+        """`n` new children: bred from `parents` (`config.surrogate` times as many, of which
+        the surrogate picks `n`, `evolution.assisted`), then immigrants (random new genomes)
+        for the places breeding could not fill with unseen genomes."""
+        k = self.config.surrogate if self.strategy.breeds else 1
+        births = self._breed(parents, rng, report, n * k)
+        if k > 1:
+            report.bred = len(births)
+            chosen, self._predicted = assisted.choose(
+                [b[0] for b in births],
+                n,
+                space=self.space,
+                store=self.store,
+                task=self.config.task,
+                fidelity=self.evaluator.full_fidelity,
+                explore=self.config.explore,
+                rng=rng,
+                seed=derive_seed(self.config.seed, "surrogate", len(self.reports)),
+            )
+            births = [births[i] for i in chosen]
+        tries = 0
+        while len(births) < n and tries < 50 * n:
+            tries += 1
+            g = self.space.sample(rng)
+            if (
+                self.space.violation(g) is None
+                and g.id not in self.seen
+                and all(g.id != b[0].id for b in births)
+            ):
+                births.append((g, None, None, []))
+                report.immigrants += 1
+        return births
+
+    def _surrogate_rho(self, children: list[Candidate]) -> float | None:
+        """How well the surrogate ranked the children it chose (Spearman), when it did."""
+        pairs = [
+            (c.predicted, c.fitness.values[0]) for c in children if c.predicted is not None and c.record.final
+        ]
+        if len(pairs) < 3:
+            return None
+        rho = rank_correlation([p for p, _ in pairs], [q for _, q in pairs])
+        return None if math.isnan(rho) else rho
+
+    def _breed(
+        self, parents: list[Candidate], rng: random.Random, report: GenerationReport, n: int
+    ) -> list[Birth]:
+        """Up to `n` new children bred from `parents` by the strategy and the meta-policy
         (or sampled, for a strategy that does not breed); every refusal is reported."""
         births: list[Birth] = []
         attempts = 0
@@ -275,7 +340,7 @@ class Engine:
                 self.archive.setdefault(c.genome.id, (c.genome, dict(c.metrics)))
         ranked = sorted(
             self.archive.items(),
-            key=lambda kv: (-float(kv[1][1].get("accuracy", 0.0)), float(kv[1][1].get("params", 0.0)), kv[0]),
+            key=lambda kv: (-quality_of(kv[1][1]), float(kv[1][1].get("params", 0.0)), kv[0]),
         )
         self.archive = dict(ranked[: self.config.archive_size])
         added = [ArchiveIn(gid, self.archive[gid][1]) for gid in self.archive if gid not in before]
@@ -377,7 +442,8 @@ class Engine:
             ind.violation = self.space.violation(ind.genome)
             ind.status, ind.metrics, ind.record.fidelity = self._stored_evaluation(rec)
             ind.metrics.pop("cached_from", None)
-            ind.record.final = bool(ind.violation) or ind.record.fidelity == self.evaluator.full_fidelity
+            full = self.evaluator.fidelity_for(ind, final=True)
+            ind.record.final = bool(ind.violation) or ind.record.fidelity == full
             ind.fitness.values = self.evaluator.fitness(ind)
             population.append(ind)
         assign_rank_and_crowding(population)

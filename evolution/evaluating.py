@@ -5,10 +5,16 @@ a valid `fitness` and its `record` (`evolution.types.EvalRecord`) filled in. Two
 are the ones to change for a new notion of quality:
 
 - `Evaluator.combine`: one task's or several tasks' results -> the candidate's status and
-  metrics (several tasks: `accuracy` is the per-task mean, `per_task_accuracy` keeps
-  each task's);
+  metrics (several tasks: `quality` and `accuracy` are the per-task means, `per_task`
+  holds each task's quality, a suite's members as `task/member`);
 - `Evaluator.fitness`: status and metrics -> the fitness tuple (quality first, then one
-  cost per further objective).
+  cost per further objective). Quality is `metrics["quality"]` (normalised accuracy, or
+  the suite's mean of it), else `metrics["accuracy"]` (a table space's own score).
+
+Training budget (`RunConfig.budget`): "steps" trains every candidate `steps` steps;
+"flops" trains each for the same compute, `steps` steps of a dense model of half the
+parameter budget (flops_per_token = max_params), so its fidelity is its own step count
+(`evaluation.budget.steps_for_flops`, at most FLOPS_STEPS_CAP x steps).
 
 Seed policy (explicit, `RunConfig.seed_policy`):
 - "genome" (default): the training seed of an evaluation is derived from (genome id,
@@ -18,9 +24,10 @@ Seed policy (explicit, `RunConfig.seed_policy`):
 - "run": derived from (run seed, genome id): every run re-trains its genomes under its
   own seeds (independent noise per run; only same-run reuse).
 
-Multi-fidelity (`min_steps`, where the space supports it): children are trained at
-`min_steps` first; the best `promote` fraction (NSGA-II order on the low-fidelity
-objectives, so Pareto-aware) is trained at the full fidelity. Every evaluation row
+Multi-fidelity (`min_steps` below `steps`, where the space supports it): children are
+trained at `min_steps` first (scaled like the full stage under a flops budget); the best
+`promote` fraction (NSGA-II order on the low-fidelity objectives, so Pareto-aware) is
+trained at the full fidelity. Every evaluation row
 records its fidelity; a child's `record.final` says whether its metrics are final.
 """
 
@@ -33,14 +40,17 @@ from typing import Any, NamedTuple
 from deap import tools
 
 from evaluation import EvalRequest, EvalResult
+from evaluation.budget import step_flops, steps_for_flops
 from evaluation.protocol import Pool
-from evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
+from evaluation.tasks import derive_seed, get_task  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
 from evolution.protocols import SearchSpace
 from evolution.types import Candidate, Event, GenerationReport, TaskResult
 from store import EvaluationIn, Store
 
 FAILED_COST = 1e18  # finite: crowding distances subtract objective values
+FAILED_QUALITY = -1e3  # below any score: a normalised accuracy under chance is negative
+FLOPS_STEPS_CAP = 10  # a flops budget gives a candidate at most this many times `steps`
 OBJECTIVE_METRICS = {
     "params": ("params",),
     "state_bytes": ("state_bytes",),
@@ -81,6 +91,7 @@ class Evaluator:
         self.on_event = on_event
         self.full_fidelity = space.full_fidelity(config.steps)
         self.spent = 0
+        self._flops_task = get_task(self.tasks[0]) if config.budget == "flops" else None
         self.history: list[tuple[int, Candidate]] = []
 
     # -- seeds, fitness -------------------------------------------------------------------
@@ -95,22 +106,46 @@ class Evaluator:
         """(quality, cost, ...) of an evaluated candidate: the one place fitness is made."""
         n = len(self.config.objectives)
         if ind.status != "ok" or ind.violation:
-            return (0.0,) + (FAILED_COST,) * (n - 1)
-        return (float(ind.metrics.get("accuracy", 0.0)),) + tuple(
+            return (FAILED_QUALITY,) + (FAILED_COST,) * (n - 1)
+        return (quality_of(ind.metrics),) + tuple(
             objective_value(ind.metrics, o) for o in self.config.objectives[1:]
         )
+
+    def fidelity_for(self, ind: Candidate, final: bool) -> int:
+        """Training steps of `ind` at the full stage (`final`) or the first one."""
+        cfg = self.config
+        first = cfg.first_fidelity
+        if self._flops_task is None:
+            return self.full_fidelity if final or first is None else first
+        task = self._flops_task
+        total = cfg.steps * step_flops(cfg.max_params, task.train_batch_size, task.seq_len)
+        if not final and first is not None:
+            total *= first / cfg.steps
+        own = float(self.space.cost_metrics(ind.genome).get("flops_per_token", cfg.max_params))
+        steps = steps_for_flops(total, own, task.train_batch_size, task.seq_len)
+        return min(steps, FLOPS_STEPS_CAP * (cfg.steps if final or first is None else first))
 
     def combine(self, per_task: dict[str, TaskResult]) -> TaskResult:
         """The candidate's status and metrics from its per-task results (all of the run's
         tasks): the first failure's status, the first task's metrics; with several tasks
-        `accuracy` is the per-task mean and `per_task_accuracy` holds each task's."""
+        `quality` and `accuracy` are the per-task means, `per_task` holds each task's
+        quality (a suite's members as `task/member`) and `per_task_accuracy` each task's
+        raw accuracy."""
         first = per_task[self.tasks[0]]
         if len(self.tasks) == 1:
             return TaskResult(first.status, dict(first.metrics))
         status = next((per_task[t].status for t in self.tasks if per_task[t].status != "ok"), "ok")
         metrics = dict(first.metrics)
         accuracy = {t: float(per_task[t].metrics.get("accuracy", 0.0)) for t in self.tasks}
+        quality = {t: quality_of(per_task[t].metrics) for t in self.tasks}
+        members = {
+            f"{t}/{m}": float(v)
+            for t in self.tasks
+            for m, v in per_task[t].metrics.get("per_task", {}).items()
+        }
         metrics["accuracy"] = sum(accuracy.values()) / len(accuracy)
+        metrics["quality"] = sum(quality.values()) / len(quality)
+        metrics["per_task"] = {**quality, **members}
         metrics["per_task_accuracy"] = accuracy
         return TaskResult(status, metrics)
 
@@ -125,17 +160,17 @@ class Evaluator:
                 c.fitness.values = self.fitness(c)
                 c.record.final = True
         todo = [c for c in children if not c.fitness.valid]
-        if cfg.min_steps is None or not self.space.supports_multi_fidelity:
-            self._evaluate_at(todo, self.full_fidelity, pool, report, final=True)
+        if cfg.first_fidelity is None or not self.space.supports_multi_fidelity:
+            self._evaluate_at(todo, pool, report, final=True)
         else:
-            self._evaluate_at(todo, cfg.min_steps, pool, report, final=False)
+            self._evaluate_at(todo, pool, report, final=False)
             ok = [c for c in todo if c.status == "ok"]
             k = min(len(ok), math.ceil(cfg.promote * len(todo))) if ok else 0
             promoted: list[Candidate] = tools.selNSGA2(ok, k) if k else []
             report.promoted = len(promoted)
             for c in promoted:
                 del c.fitness.values  # evaluated again, at full fidelity
-            self._evaluate_at(promoted, self.full_fidelity, pool, report, final=True)
+            self._evaluate_at(promoted, pool, report, final=True)
         for ind in children:
             if ind.status == "ok":
                 self.history.append((ind.record.spent_at, ind))
@@ -151,14 +186,15 @@ class Evaluator:
     def _evaluate_at(
         self,
         children: Sequence[Candidate],
-        fidelity: int,
         pool: Pool | None,
         report: GenerationReport,
         final: bool,
     ) -> None:
-        """One stage: every task of every child at `fidelity`, from the cache or the pool."""
+        """One stage (the full one when `final`): every task of every child at its
+        fidelity (`fidelity_for`), from the cache or the pool."""
         pending: dict[EvalKey, list[Candidate]] = {}
         for ind in children:
+            fidelity = self.fidelity_for(ind, final)
             ind.record.begin(fidelity)
             for task in self.tasks:
                 key = EvalKey(ind.genome.id, task, fidelity, self.seed_for(ind.genome.id, task))
@@ -204,7 +240,7 @@ class Evaluator:
                     EvaluationIn(
                         ind.genome.id,
                         self.config.task,
-                        fidelity,
+                        ind.record.fidelity,
                         ind.seed,
                         status,
                         metrics,
@@ -257,4 +293,9 @@ class Evaluator:
         )
 
 
-__all__ = ["FAILED_COST", "EvalKey", "Evaluator", "objective_value"]
+def quality_of(metrics: dict[str, Any]) -> float:
+    """The fitness's quality: `quality` when the result has it, else `accuracy`."""
+    return float(metrics.get("quality", metrics.get("accuracy", 0.0)))
+
+
+__all__ = ["FAILED_COST", "FAILED_QUALITY", "EvalKey", "Evaluator", "objective_value", "quality_of"]

@@ -212,6 +212,8 @@ class NB201Space:
                 raise ValueError(f"nb201 has no {o} objective")
         if config.max_state_bytes is not None:
             raise ValueError("nb201 has no state bytes constraint")
+        if config.budget != "steps":
+            raise ValueError("nb201 has one fidelity, the table's: no flops budget")
 
     @classmethod
     def from_config(cls, config: RunConfig) -> NB201Space:
@@ -271,6 +273,15 @@ class NB201Space:
 
     def violation(self, genome: CellGenome) -> str | None:
         return None
+
+    def features(self, genome: CellGenome) -> dict[str, float]:
+        from evolution.features import nb201_features
+
+        return nb201_features(genome)
+
+    def family(self, genome: CellGenome) -> str:
+        """The distinct operations other than `none` the cell uses, e.g. `conv3x3+skip`."""
+        return "+".join(sorted({op for op in genome.ops if op != "none"})) or "empty"
 
 
 def observe(cell: CellGenome, dataset: str, seed: int) -> dict[str, float]:

@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from evolution.evaluating import quality_of
+
 
 class RunProgress:
     """One bar per generation: evaluations done / to do, best accuracy so far."""
@@ -26,7 +28,7 @@ class RunProgress:
             transient=False,
         )
         self.task_id: Any = None
-        self.generations = 0
+        self.generations: int | str = 0
         self.best = 0.0
         self.failed = 0
         self.t0 = time.perf_counter()
@@ -42,15 +44,17 @@ class RunProgress:
         return time.perf_counter() - self.t0
 
     def start(self, run_id: str, config: Any) -> None:
-        self.generations = config.generations
+        generations = config.offspring_generations
+        self.generations = "?" if generations == float("inf") else int(generations)
         if self.enabled:
+            budget = f", budget {config.max_evaluations} evaluations" if config.max_evaluations else ""
             self.console.print(
-                f"run {run_id}: population {config.population}, {config.generations} "
-                f"generations after the seeds, task {config.task}, {config.steps} steps each"
+                f"run {run_id}: population {config.population}, {self.generations} "
+                f"generations after the seeds{budget}, task {config.task}, {config.steps} steps each"
             )
 
     def _note(self) -> str:
-        return f"best acc {self.best:.3f}" + (f", {self.failed} failed" if self.failed else "")
+        return f"best quality {self.best:.3f}" + (f", {self.failed} failed" if self.failed else "")
 
     def on_event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "generation":
@@ -60,7 +64,7 @@ class RunProgress:
         elif kind == "result":
             result = data["result"]
             if result.status == "ok":
-                self.best = max(self.best, float(result.metrics.get("accuracy", 0.0)))
+                self.best = max(self.best, quality_of(result.metrics))
             else:
                 self.failed += 1
             self.progress.update(self.task_id, total=data["total"], completed=data["done"], note=self._note())
@@ -68,7 +72,12 @@ class RunProgress:
             report = data["report"]
             task = self.progress.tasks[-1] if self.progress.tasks else None
             total = task.total if task is not None and task.total is not None else 0
-            note = self._note() + f", {report.cached} cached, {len(report.discarded)} discarded"
+            note = (
+                f"population best {report.best_quality:.3f} mean {report.mean_quality:.3f}, "
+                f"{report.families} families, {report.cached} cached, {len(report.discarded)} discarded"
+                + (f", {report.immigrants} immigrants" if report.immigrants else "")
+                + (f", surrogate ρ {report.surrogate_rho:.2f}" if report.surrogate_rho is not None else "")
+            )
             self.progress.update(self.task_id, total=total, completed=total, note=note)
             if self.enabled and not self.console.is_terminal:  # logs get one line per generation
                 self.console.print(

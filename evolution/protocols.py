@@ -61,6 +61,8 @@ class SearchSpace(Protocol):
         context(parent, change)     the region type an operator touched, for credit
         cost_metrics(genome)        exact costs known without training (merged into metrics)
         violation(genome)           why a genome breaks a hard constraint, or None
+        features(genome)            cheap numeric features (the surrogate's inputs)
+        family(genome)              a short name of its design family (diversity reports)
     """
 
     name: str
@@ -84,6 +86,8 @@ class SearchSpace(Protocol):
     def context(self, parent: Any, change: dict[str, Any] | None) -> str: ...
     def cost_metrics(self, genome: Any) -> dict[str, float]: ...
     def violation(self, genome: Any) -> str | None: ...
+    def features(self, genome: Any) -> dict[str, float]: ...
+    def family(self, genome: Any) -> str: ...
 
 
 __all__ = ["Genotype", "SearchSpace"]

@@ -129,6 +129,22 @@ class DogmaSpace:
             return f"{costs['state_bytes']:,} state bytes over the budget {self.max_state_bytes:,}"
         return None
 
+    def features(self, genome: Genome) -> dict[str, float]:
+        from evolution.features import dogma_features
+
+        return dogma_features(genome, self.seq_len)
+
+    def family(self, genome: Genome) -> str:
+        """The distinct sequence-mixer kinds of its expressed layers, e.g. `attention+mamba`
+        (`mlp-only` without any)."""
+        return block_family(genome)
+
+
+def block_family(genome: Genome) -> str:
+    """`kind+kind` of the distinct sequence mixers (T bases) of a genome, sorted."""
+    kinds = sorted({b.gene.kind for r in genome.regions for b in r.bases if b.type == "T"})
+    return "+".join(kinds) or "mlp-only"
+
 
 SPACES: dict[str, type[SearchSpace]] = {"dogma": DogmaSpace, "nb201": NB201Space}
 

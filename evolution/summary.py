@@ -189,10 +189,19 @@ def genome_diff(a: Genome, b: Genome) -> list[dict[str, Any]]:
 
 
 def run_report(store: Store, run_id: str) -> dict[str, Any]:
-    """Per generation: births, evaluations, failures, best and mean accuracy; failure types."""
+    """Per generation: births, evaluations, failures, and the population the run selects
+    from: `best_quality` and `mean_quality` (the fitness's quality over its members),
+    `best_per_task` (the per-task values of its best member), `mean_per_task`, `families`
+    (distinct design families); the best quality born that generation; failure types."""
+    from evolution.config import RunConfig
+    from evolution.evaluating import quality_of
+    from evolution.space import SPACES
+
     run = store.get_run(run_id)
     if run is None:
         raise UsageError(f"no run {run_id}")
+    config = RunConfig.from_dict(run.config)
+    space = SPACES[config.space].from_config(config)
     individuals = store.individuals(run_id)
     generations = []
     failures: dict[str, int] = {}
@@ -200,26 +209,42 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     for g in range(run.generations):
         born = [i for i in individuals if i.generation == g]
         evaluated = [i for i in born if i.evaluation is not None and i.evaluation.individual_id == i.id]
-        accuracies = [(i.metrics or {}).get("accuracy", 0.0) for i in born if i.status == "ok"]
         for i in evaluated:
             if i.status is not None and i.status != "ok":
                 failures[i.status] = failures.get(i.status, 0) + 1
         for i in born:
             if i.operator:
                 operators[i.operator] = operators.get(i.operator, 0) + 1
+        members = store.population(run_id, g)
+        scored = [(quality_of(m.metrics or {}) if m.status == "ok" else 0.0, m) for m in members]
+        best_quality, best = max(scored, key=lambda qm: qm[0], default=(0.0, None))
+        tasks = sorted({t for _, m in scored for t in ((m.metrics or {}).get("per_task") or {})})
+        mean_per_task = {
+            t: sum(float(((m.metrics or {}).get("per_task") or {}).get(t, 0.0)) for _, m in scored)
+            / len(scored)
+            for t in tasks
+        }
         generations.append(
             {
                 "generation": g,
                 "born": len(born),
                 "evaluated": len(evaluated),
                 "failed": sum(i.status != "ok" for i in evaluated),
-                "best_accuracy": max(accuracies, default=0.0),
-                "mean_accuracy": sum(accuracies) / len(accuracies) if accuracies else 0.0,
+                "best_quality": best_quality,
+                "mean_quality": sum(q for q, _ in scored) / len(scored) if scored else 0.0,
+                "best_per_task": dict(((best.metrics or {}).get("per_task") or {}) if best else {}),
+                "mean_per_task": mean_per_task,
+                "best_born_quality": max(
+                    (quality_of(i.metrics or {}) for i in born if i.status == "ok"), default=0.0
+                ),
+                "families": len({space.family(space.parse(m.yaml)) for m in members}),
+                "best_id": best.id if best else None,
             }
         )
     return {
         "run_id": run_id,
         "status": run.status,
+        "stop_reason": run.stop_reason,
         "task": run.task,
         "config": run.config,
         "generations": generations,

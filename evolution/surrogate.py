@@ -16,10 +16,9 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
-from sklearn.ensemble import RandomForestRegressor  # type: ignore[import-untyped]
-from sklearn.feature_extraction import DictVectorizer  # type: ignore[import-untyped]
 
 from evaluation.tasks import derive_seed
 
@@ -44,8 +43,8 @@ class Surrogate:
         self.min_rows = min_rows
         self.min_samples_leaf = min_samples_leaf
         self.n_rows = 0
-        self._vectorizer: DictVectorizer | None = None
-        self._forest: RandomForestRegressor | None = None
+        self._vectorizer: Any = None  # sklearn's DictVectorizer once fitted (sklearn is untyped)
+        self._forest: Any = None  # sklearn's RandomForestRegressor once fitted
 
     @property
     def fitted(self) -> bool:
@@ -59,6 +58,10 @@ class Surrogate:
         y = np.asarray([q for _, q in rows], dtype=float)
         if not np.all(np.isfinite(y)):
             raise ValueError("the surrogate's qualities must be finite")
+        # imported here: scikit-learn takes a second to import, and only a surrogate run needs it
+        from sklearn.ensemble import RandomForestRegressor  # type: ignore[import-untyped]
+        from sklearn.feature_extraction import DictVectorizer  # type: ignore[import-untyped]
+
         vectorizer = DictVectorizer(sparse=False, sort=True)
         x = np.asarray(vectorizer.fit_transform(features), dtype=float)
         if not np.all(np.isfinite(x)):

@@ -83,6 +83,7 @@ class Candidate:
         self.context: str | None = None  # region type the operator touched
         self.age: int = 0  # birth order, for aging evolution
         self.violation: str | None = None  # the hard constraint it breaks, if any
+        self.predicted: float | None = None  # the surrogate's predicted quality (never stored)
         self.record = EvalRecord()
 
     @property
@@ -105,11 +106,16 @@ class GenerationReport:
     cached: int  # children whose every result was reused, per fidelity stage
     failed: int
     discarded: list[str] = field(default_factory=list)
-    best_accuracy: float = 0.0
+    best_quality: float = 0.0  # the population's best quality (the fitness's first value)
     requests: int = 0  # real evaluations (one per task and fidelity)
     hits: int = 0  # results reused instead of evaluated
     promoted: int = 0
     births: int = 0
+    immigrants: int = 0  # random newcomers that filled places breeding left empty
+    bred: int = 0  # children bred before the surrogate chose which to train
+    surrogate_rho: float | None = None  # Spearman of its predictions on the trained children
+    mean_quality: float = 0.0  # over the population
+    families: int = 0  # distinct design families (`SearchSpace.family`) in the population
 
 
 if not hasattr(creator, "FitnessQualityCost"):

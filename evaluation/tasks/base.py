@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import torch
 
@@ -33,10 +34,13 @@ class Task(ABC):
     - ``vocab_size``: token ids the model must embed and predict;
     - ``seq_len``: length T of ``inputs`` and ``targets``;
     - ``chance_accuracy``: answer-position accuracy of a model that ignores the context;
+    - ``train_batch_size``: the batch size it was calibrated at (part of what a fidelity
+      means for it, so evaluations of one task and fidelity train on the same tokens);
     - ``batch(generator, batch_size)``.
     """
 
     name: str = "task"
+    train_batch_size: ClassVar[int] = 32  # sequences per training step when a request names none
     vocab_size: int
     seq_len: int
     chance_accuracy: float

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -73,6 +73,7 @@ class Suite(Task):
     to that many tokens (at least the longest member)."""
 
     name = "suite"
+    train_batch_size: ClassVar[int] = 16
 
     context: int = 64
 

@@ -1,0 +1,67 @@
+"""Surrogate-assisted variation: breed K times the children, train the ones worth training.
+
+`choose(bred, n, ...)` fits `evolution.surrogate.Surrogate` on every genome the store
+holds a successful full-fidelity evaluation of for the run's task (any run: memory across
+runs), ranks the bred children by predicted quality and keeps `n`: the best
+`n - round(explore * n)` and a random exploration share. The surrogate only ever changes
+*which* children are trained: each is then evaluated exactly as without it, under the same
+natural key and seed, so no stored result depends on it (tests/evolution prove this).
+
+With fewer than `MIN_ROWS` stored results (a cold store, generation 1 of a first run) the
+children are drawn at random from the bred ones, which is what breeding n would give.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from evolution.evaluating import quality_of
+from evolution.protocols import SearchSpace
+from evolution.surrogate import MIN_ROWS, Surrogate, select_children
+from store import Store
+
+TRAINING_ROWS = 2000  # newest results the surrogate learns from (fitting stays well under 1 s)
+
+
+def training_rows(
+    store: Store, space: SearchSpace, task: str, fidelity: int
+) -> list[tuple[dict[str, float], float]]:
+    """(features, quality) of each genome with a stored full-fidelity result of `task`; a
+    genome evaluated under several seeds counts once, at its mean quality."""
+    by_genome: dict[str, tuple[str, list[float]]] = {}
+    for genome_id, text, metrics in store.scored_genomes(task, fidelity, TRAINING_ROWS):
+        by_genome.setdefault(genome_id, (text, []))[1].append(quality_of(metrics or {}))
+    return [(space.features(space.parse(text)), sum(qs) / len(qs)) for text, qs in by_genome.values()]
+
+
+def choose(
+    bred: Sequence[Any],
+    n: int,
+    *,
+    space: SearchSpace,
+    store: Store,
+    task: str,
+    fidelity: int,
+    explore: float,
+    rng: random.Random,
+    seed: int,
+) -> tuple[list[int], list[float | None]]:
+    """Indices of the `n` bred genomes to train and each one's predicted quality (None
+    for a random pick without a fitted surrogate)."""
+    if len(bred) <= n:
+        return list(range(len(bred))), [None] * len(bred)
+    rows = training_rows(store, space, task, fidelity)
+    surrogate = Surrogate(seed) if len(rows) >= MIN_ROWS else None
+    if surrogate is not None:
+        surrogate.fit(rows)
+    features = [space.features(g) for g in bred]
+    chosen = select_children(features, n, explore, rng, surrogate)
+    if surrogate is None:
+        return chosen, [None] * len(chosen)
+    mean, _ = surrogate.predict([features[i] for i in chosen])
+    return chosen, [float(m) for m in mean]
+
+
+__all__ = ["MIN_ROWS", "TRAINING_ROWS", "choose", "training_rows"]

