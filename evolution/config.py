@@ -57,7 +57,7 @@ class RunConfig:
             "with --evaluations: until the budget is spent)"
         ),
     )
-    steps: int = field(default=400, metadata=cli("training steps per evaluation (400)"))  # full fidelity
+    steps: int = field(default=300, metadata=cli("training steps per evaluation (300)"))  # full fidelity
     task: str = field(  # several: fitness from the per-task results (evolution.evaluating)
         default="suite", metadata=cli("task, or a comma list of tasks (suite)")
     )
@@ -100,13 +100,15 @@ class RunConfig:
         default=None, metadata=cli("budget of real evaluations", flag="--evaluations")
     )
     min_steps: int | None = field(
-        default=100,
+        default=60,
         metadata=cli(
-            "multi-fidelity: train every child this many steps first, when below --steps (100; 0: off)"
+            "multi-fidelity: train every child this many steps first, when below --steps (60; 0: off)"
         ),
     )
     promote: float = field(default=0.25, metadata=cli("multi-fidelity: fraction promoted (0.25)"))
-    batch: int | None = field(default=None, metadata=cli("children per generation (default population)"))
+    batch: int | None = field(
+        default=None, metadata=cli("children per generation (default: half the population)")
+    )
     sample_size: int = field(default=3, metadata=cli("regularized: tournament sample (3)"))
     surrogate: int = field(
         default=1,
@@ -165,6 +167,11 @@ class RunConfig:
         if self.generations is not None:
             return self.generations
         return math.inf if self.max_evaluations is not None else DEFAULT_GENERATIONS
+
+    @property
+    def children(self) -> int:
+        """Children bred per generation: `batch`, else half the population (at least 1)."""
+        return self.batch or max(1, self.population // 2)
 
     @property
     def first_fidelity(self) -> int | None:

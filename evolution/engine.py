@@ -165,7 +165,7 @@ class Engine:
             size = int(min(self.config.population, budget))
             births = [(g, None, None, []) for g in self._seeds(size, rng)]
         else:
-            n = int(min(self.config.batch or self.config.population, budget))
+            n = int(min(self.config.children, budget))
             births = self._offspring(parents, rng, report, n)
         predicted = self._predicted
         self._predicted = []

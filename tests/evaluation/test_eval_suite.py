@@ -140,7 +140,7 @@ def test_the_suite_separates_attention_from_mlp_only_at_the_default_budget():
         torch.manual_seed(0)
         model = cls(suite.vocab_size, suite.seq_len)
         metrics = train_and_score(
-            model, suite, config.steps, seed=0, batch_size=config.batch_size, lr=learning_rate(64)
+            model, suite, config.steps, seed=0, batch_size=suite.train_batch_size, lr=learning_rate(64)
         )
         quality[name] = metrics["quality"]
     assert quality["mlp_only"] <= 0.05

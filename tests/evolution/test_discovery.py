@@ -54,7 +54,7 @@ def test_children_that_cannot_be_new_are_replaced_by_immigrants(store, monkeypat
 
     monkeypatch.setattr(nb201.NB201Space, "mutate", no_new_child)
     monkeypatch.setattr(nb201.NB201Space, "crossover", no_new_child)
-    engine = nb_run(store, generations=2)
+    engine = nb_run(store, generations=2, batch=10)
     assert [r.immigrants for r in engine.reports] == [0, 10, 10]
     assert engine.spent == 30
 
@@ -132,6 +132,7 @@ def test_generations_default_to_three_and_to_the_budget_when_one_is_given():
 
 
 def test_multi_fidelity_is_on_only_below_the_full_budget():
-    assert RunConfig().first_fidelity == 100
+    assert RunConfig().first_fidelity == 60
+    assert RunConfig(population=64).children == 32 and RunConfig(batch=5).children == 5
     assert RunConfig(steps=50).first_fidelity is None
     assert RunConfig(min_steps=0).first_fidelity is None
