@@ -121,6 +121,7 @@ class RunConfig:
     crossover_rate: float = 0.2
     timeout_s: float = 60.0  # per candidate: slower ones are recorded as "timeout" failures
     seed_policy: str = "genome"  # genome | run (see evolution.evaluating)
+    memory_parts: tuple[str, ...] = ("credit", "elites")  # what --memory-from inherits
     archive_size: int = 8
     policy_floor: float = 0.05
 
@@ -158,6 +159,9 @@ class RunConfig:
             raise ValueError("min_steps must be at least 0 (0: off)")
         if not self.tasks:
             raise ValueError("no task given")
+        object.__setattr__(self, "memory_parts", tuple(self.memory_parts))
+        if not set(self.memory_parts) <= {"credit", "elites"}:
+            raise ValueError("memory_parts are among credit, elites")
         SPACES[self.space].check_config(self)
 
     @property
@@ -185,6 +189,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["objectives"] = list(self.objectives)
+        d["memory_parts"] = list(self.memory_parts)
         return d
 
     @classmethod

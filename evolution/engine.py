@@ -350,7 +350,10 @@ class Engine:
     def _inherit(self, source_run: str) -> None:
         if self.store.get_run(source_run) is None:
             raise KeyError(f"no run {source_run!r} to take memory from")
-        self.policy.inherit(self.store.policy(source_run))
+        if "credit" in self.config.memory_parts:
+            self.policy.inherit(self.store.policy(source_run))
+        if "elites" not in self.config.memory_parts:
+            return
         for a in self.store.archive(source_run):
             try:
                 genome = self.space.parse(a.yaml)
