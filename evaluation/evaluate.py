@@ -283,7 +283,7 @@ def model_width(model: nn.Module) -> int | None:
 def _unpack_built(built: object) -> tuple[object, int | None, int | None]:
     """(model, vocab_size, max_len) from whatever form a builder returned."""
     if isinstance(built, tuple):
-        return (*built, None, None)[:3]  # type: ignore[return-value]
+        return (*built, None, None)[:3]
     return built, None, None
 
 

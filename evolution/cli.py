@@ -243,7 +243,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     out.print(f"sequence  {data['sequence']}")
     out.print(f"operator  {data['operator'] or 'seed'}  change {json.dumps(data['change'])}")
     out.print(f"parents   {data['parents'] or '-'}")
-    out.print(f"metrics   {json.dumps(data['metrics'], sort_keys=True)}")
+    metrics = data["metrics"]
+    if "quality" in metrics:
+        out.print(f"quality   {metrics['quality']:.4f} (normalised accuracy: chance 0, perfect 1)")
+    for task, value in (metrics.get("per_task") or {}).items():
+        raw = (metrics.get("per_task_accuracy") or {}).get(task)
+        out.print(f"  {task:<20} {value:.4f}" + (f"  (accuracy {raw:.4f})" if raw is not None else ""))
+    out.print(f"metrics   {json.dumps(metrics, sort_keys=True)}")
     out.print(
         f"params {data['params']:,}  active {data['active_params']:,}  state bytes/token "
         f"{data['state_bytes_per_token']:,}  fixed {data['state_bytes_fixed']:,}"

@@ -240,7 +240,7 @@ class Evaluator:
                     EvaluationIn(
                         ind.genome.id,
                         self.config.task,
-                        ind.record.fidelity,
+                        self.fidelity_for(ind, final),
                         ind.seed,
                         status,
                         metrics,

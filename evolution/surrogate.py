@@ -59,8 +59,8 @@ class Surrogate:
         if not np.all(np.isfinite(y)):
             raise ValueError("the surrogate's qualities must be finite")
         # imported here: scikit-learn takes a second to import, and only a surrogate run needs it
-        from sklearn.ensemble import RandomForestRegressor  # type: ignore[import-untyped]
-        from sklearn.feature_extraction import DictVectorizer  # type: ignore[import-untyped]
+        from sklearn.ensemble import RandomForestRegressor
+        from sklearn.feature_extraction import DictVectorizer
 
         vectorizer = DictVectorizer(sparse=False, sort=True)
         x = np.asarray(vectorizer.fit_transform(features), dtype=float)

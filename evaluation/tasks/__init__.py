@@ -53,7 +53,7 @@ def get_task(name: str, **overrides: object) -> Task:
     except KeyError:
         raise ValueError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}") from None
     try:
-        return cls(**overrides)  # type: ignore[call-arg]
+        return cls(**overrides)
     except TypeError as error:
         raise ValueError(f"bad settings for task {name!r}: {error}") from None
 
