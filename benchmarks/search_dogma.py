@@ -141,22 +141,30 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("--surrogate", type=int, default=RunConfig().surrogate)
     parser.add_argument("--max-params", type=int, default=RunConfig().max_params)
+    parser.add_argument("--steps", type=int, default=RunConfig().steps, help="full training budget")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    settings: dict[str, Any] = {"population": args.population, "max_params": args.max_params}
-    children = RunConfig(**settings).children
+    settings: dict[str, Any] = {
+        "population": args.population,
+        "max_params": args.max_params,
+        "steps": args.steps,
+    }
+    cfg = RunConfig(**settings)
+    children = cfg.children
     # the default strategy's evaluation count with these settings sets the shared budget:
     # every child is trained at the first fidelity, a quarter again at the full one
-    promoted = math.ceil(RunConfig().promote * args.population) + args.generations * math.ceil(
-        RunConfig().promote * children
-    )
+    promoted = 0
+    if cfg.first_fidelity is not None:
+        promoted = math.ceil(cfg.promote * args.population) + args.generations * math.ceil(
+            cfg.promote * children
+        )
     budget = args.population + args.generations * children + promoted
     settings.update(max_evaluations=budget, surrogate=args.surrogate)
     start = time.perf_counter()
     jobs = [("nsga2", s, settings) for s in range(args.seeds)]
     jobs += [("random", 1000 + s, settings) for s in range(args.seeds)]
     base_jobs = [
-        (name, preset, scale, {"max_params": args.max_params})
+        (name, preset, scale, {"max_params": args.max_params, "steps": args.steps})
         for name, preset in BASELINES.items()
         for scale in LR_SWEEP
     ]
