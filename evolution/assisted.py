@@ -14,6 +14,7 @@ children are drawn at random from the bred ones, which is what breeding n would 
 from __future__ import annotations
 
 import random
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,17 @@ from evolution.surrogate import MIN_ROWS, Surrogate, select_children
 from store import Store
 
 TRAINING_ROWS = 2000  # newest results the surrogate learns from (fitting stays well under 1 s)
+# features of a stored genome by its canonical text, per space instance (parsing is the cost)
+_FEATURES: weakref.WeakKeyDictionary[Any, dict[str, dict[str, float]]] = weakref.WeakKeyDictionary()
+
+
+def _features_of_text(space: SearchSpace, text: str) -> dict[str, float]:
+    cache = _FEATURES.setdefault(space, {})
+    if len(cache) > 4 * TRAINING_ROWS:
+        cache.clear()
+    if text not in cache:
+        cache[text] = space.features(space.parse(text))
+    return cache[text]
 
 
 def training_rows(
@@ -33,7 +45,7 @@ def training_rows(
     by_genome: dict[str, tuple[str, list[float]]] = {}
     for genome_id, text, metrics in store.scored_genomes(task, fidelity, TRAINING_ROWS):
         by_genome.setdefault(genome_id, (text, []))[1].append(quality_of(metrics or {}))
-    return [(space.features(space.parse(text)), sum(qs) / len(qs)) for text, qs in by_genome.values()]
+    return [(_features_of_text(space, text), sum(qs) / len(qs)) for text, qs in by_genome.values()]
 
 
 def choose(

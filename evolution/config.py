@@ -116,6 +116,9 @@ class RunConfig:
             "breed K times the children, train the surrogate's best and an exploration share (1: off)"
         ),
     )
+    repeats: int = field(
+        default=1, metadata=cli("train each surviving child under this many seeds, select on the mean (1)")
+    )
     explore: float = field(default=0.25, metadata=cli("surrogate: share of children drawn at random (0.25)"))
     # -- library only -----------------------------------------------------------------------
     crossover_rate: float = 0.2
@@ -134,6 +137,8 @@ class RunConfig:
             raise ValueError("generations must be at least 0")
         if self.budget not in BUDGETS:
             raise ValueError(f"budget must be one of {BUDGETS}, not {self.budget!r}")
+        if self.repeats < 1:
+            raise ValueError("repeats must be at least 1")
         if self.surrogate < 1:
             raise ValueError("surrogate must be at least 1 (1: off)")
         if not 0.0 <= self.explore <= 1.0:

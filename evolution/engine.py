@@ -26,7 +26,7 @@ from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
 from evolution import assisted
 from evolution.config import RunConfig
-from evolution.evaluating import Evaluator, quality_of
+from evolution.evaluating import Evaluator, quality_of, stored_result
 from evolution.export import WEIGHTS_ARTIFACT
 from evolution.operators import Discard
 from evolution.policy import OperatorPolicy, outcome
@@ -187,6 +187,9 @@ class Engine:
         report.surrogate_rho = self._surrogate_rho(children)
         self._credit(children)
         population = self._survivors(parents, children)
+        if self.config.repeats > 1:
+            self.evaluator.repeat(population, self.pool, report)
+            assign_rank_and_crowding(population)
         self._commit(generation, children, population)
         qualities = [quality_of(i.metrics) if i.status == "ok" else 0.0 for i in population]
         report.best_quality = max(qualities, default=0.0)
@@ -431,8 +434,7 @@ class Engine:
         rows = [e for e in rec.evaluations if e.task == self.config.task]
         if not rows:
             return None, {}, None
-        best = max(rows, key=lambda e: (e.fidelity if isinstance(e.fidelity, int) else 0, e.id))
-        return best.status, dict(best.metrics or {}), best.fidelity
+        return stored_result(rows)
 
     def _load_population(self) -> list[Candidate]:
         """The last committed population, as it was when committed (for resume)."""

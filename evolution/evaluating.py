@@ -95,12 +95,54 @@ class Evaluator:
         self.history: list[tuple[int, Candidate]] = []
 
     # -- seeds, fitness -------------------------------------------------------------------
-    def seed_for(self, genome_id: str, task: str) -> int:
+    def seed_for(self, genome_id: str, task: str, repeat: int = 0) -> int:
+        """The training seed of an evaluation; `repeat` > 0 names a further seed of a
+        survivor (`RunConfig.repeats`)."""
         if self.config.seed_policy == "run":
             if task == self.config.task:
-                return derive_seed(self.config.seed, genome_id)
-            return derive_seed(self.config.seed, genome_id, task)
-        return derive_seed("eval", genome_id, task)
+                base = derive_seed(self.config.seed, genome_id)
+            else:
+                base = derive_seed(self.config.seed, genome_id, task)
+        else:
+            base = derive_seed("eval", genome_id, task)
+        return base if repeat == 0 else derive_seed(base, "repeat", repeat)
+
+    def repeat(self, survivors: Sequence[Candidate], pool: Pool | None, report: GenerationReport) -> None:
+        """Evaluate each surviving child of this generation under `repeats - 1` further seeds
+        (as far as the evaluation budget allows) and make its quality the mean over seeds:
+        selection then acts on the mean where one training run's noise would mislead it."""
+        extra = self.config.repeats - 1
+        todo = [c for c in survivors if c.id is None and c.status == "ok" and c.record.final]
+        if extra < 1 or not todo:
+            return
+        if self.config.max_evaluations is not None:
+            left = self.config.max_evaluations - self.spent
+            todo = todo[: max(0, left // (extra * len(self.tasks)))]
+        pending: dict[EvalKey, list[Candidate]] = {}
+        owner: dict[EvalKey, tuple[int, int]] = {}  # key -> (index in todo, repeat)
+        for n, c in enumerate(todo):
+            full = self.fidelity_for(c, final=True)
+            for r in range(1, extra + 1):
+                for task in self.tasks:
+                    key = EvalKey(c.genome.id, task, full, self.seed_for(c.genome.id, task, r))
+                    pending[key], owner[key] = [c], (n, r)
+        by_key = self._request(pending, False, pool)
+        per_repeat: dict[tuple[int, int], dict[str, TaskResult]] = {}
+        for key, (c,) in pending.items():
+            result = by_key[key]
+            self.spent += 1
+            report.requests += 1
+            c.record.results.append(result)
+            per_repeat.setdefault(owner[key], {})[key.task] = TaskResult(result.status, dict(result.metrics))
+        seeds = [[quality_of(c.metrics)] for c in todo]
+        for (n, _), per_task in sorted(per_repeat.items()):
+            status, metrics = self.combine(per_task)
+            if status == "ok":
+                seeds[n].append(quality_of(metrics))
+        for c, qualities in zip(todo, seeds, strict=True):
+            c.metrics["quality_seeds"] = qualities
+            c.metrics["quality"] = sum(qualities) / len(qualities)
+            c.fitness.values = self.fitness(c)
 
     def fitness(self, ind: Candidate) -> tuple[float, ...]:
         """(quality, cost, ...) of an evaluated candidate: the one place fitness is made."""
@@ -293,9 +335,33 @@ class Evaluator:
         )
 
 
+def stored_result(rows: Sequence[Any]) -> tuple[str | None, dict[str, Any], int | str | None]:
+    """(status, metrics, fidelity) of a stored individual from its rows on the run's task
+    (`store.EvaluationRecord`s): the highest fidelity's first row; when it was repeated
+    under further seeds (`RunConfig.repeats`), quality is the mean over the seeds;
+    (None, {}, None) without rows."""
+    if not rows:
+        return None, {}, None
+    best = max(rows, key=lambda e: (e.fidelity if isinstance(e.fidelity, int) else 0, e.id))
+    first = min((e for e in rows if e.fidelity == best.fidelity), key=lambda e: e.id)
+    metrics = dict(first.metrics or {})
+    seeds = [quality_of(e.metrics or {}) for e in rows if e.fidelity == best.fidelity and e.status == "ok"]
+    if len(seeds) > 1:
+        metrics.update(quality=sum(seeds) / len(seeds), quality_seeds=seeds)
+    return first.status, metrics, first.fidelity
+
+
 def quality_of(metrics: dict[str, Any]) -> float:
     """The fitness's quality: `quality` when the result has it, else `accuracy`."""
     return float(metrics.get("quality", metrics.get("accuracy", 0.0)))
 
 
-__all__ = ["FAILED_COST", "FAILED_QUALITY", "EvalKey", "Evaluator", "objective_value", "quality_of"]
+__all__ = [
+    "FAILED_COST",
+    "FAILED_QUALITY",
+    "EvalKey",
+    "Evaluator",
+    "objective_value",
+    "quality_of",
+    "stored_result",
+]

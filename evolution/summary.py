@@ -194,7 +194,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     `best_per_task` (the per-task values of its best member), `mean_per_task`, `families`
     (distinct design families); the best quality born that generation; failure types."""
     from evolution.config import RunConfig
-    from evolution.evaluating import quality_of
+    from evolution.evaluating import quality_of, stored_result
     from evolution.space import SPACES
 
     run = store.get_run(run_id)
@@ -216,12 +216,12 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
             if i.operator:
                 operators[i.operator] = operators.get(i.operator, 0) + 1
         members = store.population(run_id, g)
-        scored = [(quality_of(m.metrics or {}) if m.status == "ok" else 0.0, m) for m in members]
+        results = [stored_result([e for e in m.evaluations if e.task == run.task]) for m in members]
+        scored = [(quality_of(metrics) if status == "ok" else 0.0, metrics) for status, metrics, _ in results]
         best_quality, best = max(scored, key=lambda qm: qm[0], default=(0.0, None))
-        tasks = sorted({t for _, m in scored for t in ((m.metrics or {}).get("per_task") or {})})
+        tasks = sorted({t for _, m in scored for t in (m.get("per_task") or {})})
         mean_per_task = {
-            t: sum(float(((m.metrics or {}).get("per_task") or {}).get(t, 0.0)) for _, m in scored)
-            / len(scored)
+            t: sum(float((m.get("per_task") or {}).get(t, 0.0)) for _, m in scored) / len(scored)
             for t in tasks
         }
         generations.append(
@@ -232,13 +232,12 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
                 "failed": sum(i.status != "ok" for i in evaluated),
                 "best_quality": best_quality,
                 "mean_quality": sum(q for q, _ in scored) / len(scored) if scored else 0.0,
-                "best_per_task": dict(((best.metrics or {}).get("per_task") or {}) if best else {}),
+                "best_per_task": dict((best.get("per_task") or {}) if best else {}),
                 "mean_per_task": mean_per_task,
                 "best_born_quality": max(
                     (quality_of(i.metrics or {}) for i in born if i.status == "ok"), default=0.0
                 ),
                 "families": len({space.family(space.parse(m.yaml)) for m in members}),
-                "best_id": best.id if best else None,
             }
         )
     return {

@@ -136,3 +136,23 @@ def test_multi_fidelity_is_on_only_below_the_full_budget():
     assert RunConfig(population=64).children == 32 and RunConfig(batch=5).children == 5
     assert RunConfig(steps=50).first_fidelity is None
     assert RunConfig(min_steps=0).first_fidelity is None
+
+
+def test_repeats_select_on_the_mean_of_several_seeds_and_resume_sees_it(store):
+    engine = nb_run(store, generations=2, repeats=3, batch=10, seed_policy="run")
+    run = store.get_run(engine.run_id)
+    assert run.stop_reason == "2 offspring generations done"
+    repeated = [
+        i
+        for i in store.individuals(engine.run_id)
+        if len({e.seed for e in i.evaluations if e.task == "cifar10"}) == 3
+    ]
+    assert repeated  # surviving children were trained under 2 further seeds
+    resumed = Engine.resume(engine.run_id, store, nb201.NB201Space().local_pool())
+    members = resumed._load_population()
+    by_genome = {m.genome.id: m for m in members}
+    checked = [by_genome[rec.genome_id] for rec in repeated if rec.genome_id in by_genome]
+    assert checked  # the last generation's repeated children are members
+    for m in checked:
+        assert len(m.metrics["quality_seeds"]) == 3
+        assert m.fitness.values[0] == pytest.approx(sum(m.metrics["quality_seeds"]) / 3)
