@@ -139,8 +139,9 @@ class Suite(Task):
         inputs = torch.empty(batch_size, self.context, dtype=torch.int64)
         targets = torch.empty_like(inputs)
         for i in range(n):
-            rows = torch.arange((i - first) % n, batch_size, n)
-            if len(rows):
+            start = (i - first) % n
+            if start < batch_size:  # a batch smaller than the suite skips some members
+                rows = torch.arange(start, batch_size, n)
                 inputs[rows], targets[rows] = self.member_batch(i, generator, len(rows))
         return inputs, targets
 

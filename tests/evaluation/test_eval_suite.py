@@ -40,6 +40,8 @@ def test_padding_is_never_scored_and_batches_follow_the_generator():
         assert (y[:, member.seq_len :] == IGNORE_INDEX).all()
         raw_x, _ = member.batch(torch.Generator().manual_seed(0), 4)
         assert torch.equal(x[:, : member.seq_len], raw_x + suite.offsets[i])
+    small = suite.batch(torch.Generator().manual_seed(1), 2)  # fewer rows than members
+    assert small[0].shape == (2, suite.seq_len)
     a = suite.batch(torch.Generator().manual_seed(5), 8)
     b = suite.batch(torch.Generator().manual_seed(5), 8)
     assert all(torch.equal(p, q) for p, q in zip(a, b, strict=True))
