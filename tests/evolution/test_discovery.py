@@ -34,6 +34,7 @@ def nb_run(store, **kw):
     return engine
 
 
+@pytest.mark.slow
 def test_an_evaluation_budget_is_spent_in_full_and_ends_the_run(store):
     # the case that used to stall: NSGA-II on quality alone with a population of 100
     # collapses and breeds only genomes it has seen; immigrants fill the places
