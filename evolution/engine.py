@@ -245,7 +245,15 @@ class Engine:
                 seed=derive_seed(self.config.seed, "surrogate", len(self.reports)),
             )
             births = [births[i] for i in chosen]
-        tries = 0
+        added = self._sample_new(births, n, rng)
+        if self.strategy.breeds:
+            report.immigrants += added
+        return births
+
+    def _sample_new(self, births: list[Birth], n: int, rng: random.Random) -> int:
+        """Append random genomes new to the run (`space.sample`) until `births` holds `n`
+        (at most 50 tries a place); how many were added."""
+        before, tries = len(births), 0
         while len(births) < n and tries < 50 * n:
             tries += 1
             g = self.space.sample(rng)
@@ -255,8 +263,7 @@ class Engine:
                 and all(g.id != b[0].id for b in births)
             ):
                 births.append((g, None, None, []))
-                report.immigrants += 1
-        return births
+        return len(births) - before
 
     def _surrogate_rho(self, children: list[Candidate]) -> float | None:
         """How well the surrogate ranked the children it chose (Spearman), when it did."""
@@ -272,19 +279,10 @@ class Engine:
         self, parents: list[Candidate], rng: random.Random, report: GenerationReport, n: int
     ) -> list[Birth]:
         """Up to `n` new children bred from `parents` by the strategy and the meta-policy
-        (or sampled, for a strategy that does not breed); every refusal is reported."""
+        (none for a strategy that does not breed); every refusal is reported."""
         births: list[Birth] = []
         attempts = 0
-        if not self.strategy.breeds:
-            while len(births) < n and attempts < 50 * n:
-                attempts += 1
-                g = self.space.sample(rng)
-                if (
-                    self.space.violation(g) is None
-                    and g.id not in self.seen
-                    and all(g.id != b[0].id for b in births)
-                ):
-                    births.append((g, None, None, []))
+        if not self.strategy.breeds:  # random search: `_offspring` samples every place
             return births
         self.strategy.prepare(parents)
         while len(births) < n and attempts < 20 * max(n, 1):

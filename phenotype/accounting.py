@@ -10,7 +10,8 @@
   `state_bytes_fixed`: state that does not (convolution windows, recurrent states), both at
   2 bytes per element (bf16/fp16 inference).
 
-These numbers must equal what the built module reports (tests/test_accounting.py).
+These numbers must equal what the built module reports (tests/phenotype/test_blocks.py and
+test_model.py check them against the built modules and FlopCounterMode).
 """
 
 from __future__ import annotations
