@@ -24,6 +24,9 @@ from evolution.space import SPACES
 from evolution.strategies import STRATEGIES
 
 OBJECTIVE_CHOICES = ("quality", "params", "state_bytes", "flops", "latency")
+# quality (normalised accuracy on the suite) that a candidate must reach to count as having
+# learned anything: the MLP-only calibration model scores under it (evaluation/tasks/suite.py)
+QUALITY_FLOOR = 0.05
 DEFAULT_GENERATIONS = 3  # with the default suite budget: about 10 minutes on 2 cores
 
 
@@ -120,6 +123,14 @@ class RunConfig:
         default=1, metadata=cli("train each surviving child under this many seeds, select on the mean (1)")
     )
     explore: float = field(default=0.25, metadata=cli("surrogate: share of children drawn at random (0.25)"))
+    quality_floor: float | None = field(
+        default=QUALITY_FLOOR,
+        metadata=cli(
+            "a candidate whose quality is below this ranks behind every one at or above it and "
+            f"breeds only when fewer than two clear it ({QUALITY_FLOOR}; the suite's quality is "
+            "normalised accuracy; -1: off)"
+        ),
+    )
     # -- library only -----------------------------------------------------------------------
     crossover_rate: float = 0.2
     timeout_s: float = 60.0  # per candidate: slower ones are recorded as "timeout" failures
@@ -199,7 +210,11 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        """The config a run was stored with; a run stored before the quality floor existed
+        resumes without one, as it started."""
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known.setdefault("quality_floor", None)
+        return cls(**known)
 
 
 # -- command-line options -----------------------------------------------------------------

@@ -72,7 +72,7 @@ class Engine:
         self.config, self.store, self.pool = config, store, pool
         self.tasks = config.tasks
         self.space: SearchSpace = SPACES[config.space].from_config(config)
-        self.strategy = make_strategy(config.strategy, config.sample_size)
+        self.strategy = make_strategy(config.strategy, config.sample_size, config.quality_floor)
         self.Individual = individual_class(len(config.objectives))
         self.on_event: Event = on_event or (lambda kind, data: None)
         self.run_id = run_id or store.create_run(config.to_dict(), config.seed, config.task)

@@ -26,7 +26,8 @@ Seed policy (explicit, `RunConfig.seed_policy`):
 
 Multi-fidelity (`min_steps` below `steps`, where the space supports it): children are
 trained at `min_steps` first (scaled like the full stage under a flops budget); the best
-`promote` fraction (NSGA-II order on the low-fidelity objectives, so Pareto-aware) is
+`promote` fraction (NSGA-II order on the low-fidelity fitness, so Pareto-aware; under the
+quality floor, which few reach after `min_steps`, that is mostly quality order) is
 trained at the full fidelity. Every evaluation row
 records its fidelity; a child's `record.final` says whether its metrics are final.
 """
@@ -57,6 +58,11 @@ OBJECTIVE_METRICS = {
     "flops": ("flops_per_token",),
     "latency": ("infer_latency_ms", "latency"),
 }
+
+
+def below_floor(quality: float, floor: float | None) -> bool:
+    """Whether a quality misses the run's floor (`RunConfig.quality_floor`; None: none)."""
+    return floor is not None and quality < floor
 
 
 def objective_value(metrics: dict[str, Any], objective: str) -> float:
@@ -149,9 +155,12 @@ class Evaluator:
         n = len(self.config.objectives)
         if ind.status != "ok" or ind.violation:
             return (FAILED_QUALITY,) + (FAILED_COST,) * (n - 1)
-        return (quality_of(ind.metrics),) + tuple(
-            objective_value(ind.metrics, o) for o in self.config.objectives[1:]
-        )
+        quality = quality_of(ind.metrics)
+        if below_floor(quality, self.config.quality_floor):
+            # constrained domination (Deb et al. 2002): with the worst costs, every candidate
+            # at or above the floor dominates it, and those below rank by quality alone
+            return (quality,) + (FAILED_COST,) * (n - 1)
+        return (quality,) + tuple(objective_value(ind.metrics, o) for o in self.config.objectives[1:])
 
     def fidelity_for(self, ind: Candidate, final: bool) -> int:
         """Training steps of `ind` at the full stage (`final`) or the first one."""
@@ -361,6 +370,7 @@ __all__ = [
     "FAILED_QUALITY",
     "EvalKey",
     "Evaluator",
+    "below_floor",
     "objective_value",
     "quality_of",
     "stored_result",

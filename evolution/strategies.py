@@ -1,6 +1,11 @@
 """Search strategies through one loop: who breeds, who survives.
 
 - `nsga2` (default): binary crowded tournaments for mating, NSGA-II (mu + lambda) survival.
+  With a quality floor (`RunConfig.quality_floor`) the candidates below it carry the worst
+  costs (`Evaluator.fitness`), so every candidate at or above it dominates them, and only
+  those at or above it breed while at least two are: in a space where most genomes learn
+  nothing at the training budget, binary tournaments over the whole population would
+  spend most children on mutating genomes that score at chance.
 - `regularized`: aging evolution (Real et al. 2019): each parent is the best of a random
   sample of S members; every child joins and the oldest members die (population P).
 - `random`: children are fresh samples of the space; the population keeps the NSGA-II
@@ -29,11 +34,23 @@ class NSGA2:
     name = "nsga2"
     breeds = True
 
+    def __init__(self, quality_floor: float | None = None):
+        self.quality_floor = quality_floor
+
     def prepare(self, population: Sequence[Candidate]) -> None:
         assign_rank_and_crowding(population)
 
+    def breeders(self, population: Sequence[Candidate]) -> list[Candidate]:
+        """The members that may breed: those at or above the quality floor when at least
+        two are, else everyone."""
+        if self.quality_floor is None:
+            return list(population)
+        above = [c for c in population if c.fitness.values[0] >= self.quality_floor]
+        return above if len(above) >= 2 else list(population)
+
     def mates(self, population: Sequence[Candidate], n: int, rng: random.Random) -> list:
-        return [tournament(population, rng) for _ in range(n)]
+        pool = self.breeders(population)
+        return [tournament(pool, rng) for _ in range(n)]
 
     def survivors(self, population: Sequence[Candidate], children: Sequence[Candidate], k: int) -> list:
         return survivors(list(population) + list(children), k)
@@ -43,6 +60,7 @@ class Regularized(NSGA2):
     name = "regularized"
 
     def __init__(self, sample_size: int = 3):
+        super().__init__(None)  # aging evolution as published: every member may breed
         self.sample_size = sample_size
 
     def mates(self, population: Sequence[Candidate], n: int, rng: random.Random) -> list:
@@ -64,9 +82,9 @@ class RandomSearch(NSGA2):
     breeds = False
 
 
-def make_strategy(name: str, sample_size: int = 3) -> NSGA2:
+def make_strategy(name: str, sample_size: int = 3, quality_floor: float | None = None) -> NSGA2:
     if name == "nsga2":
-        return NSGA2()
+        return NSGA2(quality_floor)
     if name == "regularized":
         return Regularized(sample_size)
     if name == "random":
