@@ -5,8 +5,12 @@
     genome.yaml           the canonical genome
     example.safetensors   an `input` and the `output` the program must give for it
     README.md             a model card: metrics, lineage summary, how to load it
+    dogma_model/          a self-contained, trainable Python package (evolution.standalone):
+                          `dogma_model.load()` -> the nn.Module, with `step` for decoding
 
-Loading needs torch alone: `torch.export.load("model.pt2").module()(ids)`. The weights come
+Loading needs torch alone: `torch.export.load("model.pt2").module()(ids)`; the package
+needs torch and safetensors, and is checked to reproduce the phenotype's logits on the
+example before the directory is put in place. The weights come
 from the store's artifact when the run kept one, else the individual is re-trained from its
 stored genome, seed and fidelity (a replay: deterministic on CPU).
 The directory is written under a temporary name and renamed into place, so a failed export
@@ -26,6 +30,7 @@ import torch
 from safetensors.torch import load_model, save_file, save_model
 
 from evolution.errors import UsageError
+from evolution.standalone import check_package, write_package
 from genome import Genome
 from phenotype import DogmaModel, account, decode
 from store import IndividualRecord, Store
@@ -106,6 +111,8 @@ def export_individual(
             {"input": example.contiguous(), "output": expected.contiguous()}, str(tmp / "example.safetensors")
         )
         (tmp / "genome.yaml").write_text(genome.to_yaml())
+        package = write_package(model, genome, tmp)
+        check_package(package["package"], example, expected)
         (tmp / "README.md").write_text(
             _model_card(store, record, genome, source, dynamic, task, tuple(example.shape))
         )
@@ -121,6 +128,7 @@ def export_individual(
         "directory": str(out),
         "weights_from": source,
         "dynamic_shapes": dynamic,
+        "package_kinds": package["kinds"],
         "files": sorted(p.name for p in out.iterdir()),
     }
 
@@ -180,5 +188,22 @@ program = torch.export.load("model.pt2").module()   # {shapes}
 example = load_file("example.safetensors")
 logits = program(example["input"])                  # (B, T) int64 -> (B, T, {genome.structural["vocab"]})
 assert torch.allclose(logits, example["output"], atol=1e-4)
+```
+
+## Fine-tuning (torch and safetensors)
+
+`dogma_model/` is the same network as a Python package (DOGMA's block code, config
+`dogma_model/config.json`, weights `dogma_model/model.safetensors`):
+
+```python
+import sys
+sys.path.insert(0, ".")                             # the directory holding dogma_model/
+import dogma_model
+
+model = dogma_model.load()                          # nn.Module, eval mode, trainable
+logits = model(example["input"])                    # equals example["output"]
+state = model.init_state(batch_size)                # recurrent decoding, token by token:
+logits_t, state = model.step(token_ids_t, state)    # (B,) -> (B, {genome.structural["vocab"]}), next state
+model.train()                                       # then any optimizer
 ```
 """
