@@ -359,12 +359,14 @@ def check_package(package: str | Path, ids: torch.Tensor, expected: torch.Tensor
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ in the export
     try:
         spec.loader.exec_module(module)
         model = module.load()
         with torch.no_grad():
             got = model(ids)
     finally:
+        sys.dont_write_bytecode = bytecode
         for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
             del sys.modules[key]
     if got.shape != expected.shape:

@@ -197,6 +197,7 @@ def test_cli_export_writes_a_standalone_trainable_package(tmp_path):
     assert {"__init__.py", "config.json", "model.safetensors", "model.py", "blocks"} <= {
         p.name for p in package.iterdir()
     }
+    assert not list(package.rglob("__pycache__"))  # the export's own check leaves no bytecode
     config = json.loads((package / "config.json").read_text())
     assert config["genome_id"] == info["genome_id"]
     [r] = check_in_fresh_interpreter([out], tmp_path).values()
