@@ -53,6 +53,13 @@ class RunConfig:
 
     # -- `evolve run` options, in the order --help lists them --------------------------------
     population: int = field(default=64, metadata=cli("individuals kept each generation (64)"))
+    initial_population: int | None = field(
+        default=None,
+        metadata=cli(
+            "genomes in generation 0 (default: --population); a larger first generation is a "
+            "cheap random start the first selection cuts to --population"
+        ),
+    )
     generations: int | None = field(
         default=None,
         metadata=cli(
@@ -144,6 +151,11 @@ class RunConfig:
         object.__setattr__(self, "objectives", objectives)
         if self.population < 2:
             raise ValueError("population must be at least 2")
+        if self.initial_population is not None and self.initial_population < self.population:
+            raise ValueError(
+                f"initial_population must be at least population ({self.population}), "
+                f"not {self.initial_population}"
+            )
         if self.generations is not None and self.generations < 0:
             raise ValueError("generations must be at least 0")
         if self.budget not in BUDGETS:

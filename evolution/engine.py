@@ -162,7 +162,8 @@ class Engine:
         budget = self._budget_left()
         births: list[Birth]
         if generation == 0:
-            size = int(min(self.config.population, budget))
+            first = self.config.initial_population or self.config.population  # survivors: population
+            size = int(min(first, budget))
             births = [(g, None, None, []) for g in self._seeds(size, rng)]
         else:
             n = int(min(self.config.children, budget))
