@@ -6,6 +6,20 @@ training is ignored at prediction, a key missing from a row reads as 0), and the
 gives a mean prediction and a spread, the standard deviation of its trees' predictions
 (each tree is fitted on a bootstrap sample, so the spread is larger far from the data).
 
+The forest learns a floored quality: values below the `floor_quantile` (0.25) quantile of
+the training rows are raised to it. The surrogate's only job is to rank promising
+children; without the floor the squared-error splits are spent separating the disastrous
+from the merely bad (on NAS-Bench-201, cells that compute nothing score 10 %, tens of
+points below the rest), and the ranking among the good children, the one that matters,
+gets fewer splits. Measured on 540 recorded choices of surrogate runs on NAS-Bench-201
+(pick 4 of about 50 bred children): the chosen children were among the table's best
+(true accuracy >= 91.4) 13.0 % of the time with the floor, 10.7 % without it (random
+choice 3.1 %, an oracle 30.6 %), and end to end the floor with 50 trees was +0.024 ±
+0.020 points over no floor with 100 trees (`benchmarks/search_nb201.py`'s protocol, 100
+paired runs, population 10, first generation 30). 50 trees rank as well as 100 and fit in
+half the time. The predictions are of the floored quality: below the floor they only
+say "poor".
+
 Quality is "higher is better" (an accuracy). Everything is deterministic: the forest's
 `random_state` is derived from the `seed` argument, it runs on one thread (`n_jobs=1`),
 and `select_children` draws only from the `random.Random` it is given.
@@ -24,6 +38,8 @@ from evaluation.tasks import derive_seed
 
 Features = Mapping[str, float]
 MIN_ROWS = 8
+N_ESTIMATORS = 50
+FLOOR_QUANTILE = 0.25  # qualities below this quantile of the training rows are raised to it
 
 
 class Surrogate:
@@ -34,14 +50,22 @@ class Surrogate:
     non-finite value: the caller then goes on without a surrogate."""
 
     def __init__(
-        self, seed: int = 0, n_estimators: int = 100, min_rows: int = MIN_ROWS, min_samples_leaf: int = 1
+        self,
+        seed: int = 0,
+        n_estimators: int = N_ESTIMATORS,
+        min_rows: int = MIN_ROWS,
+        min_samples_leaf: int = 1,
+        floor_quantile: float = FLOOR_QUANTILE,
     ) -> None:
         if min_rows < 2:
             raise ValueError(f"min_rows must be at least 2, got {min_rows}")
+        if not 0.0 <= floor_quantile < 1.0:
+            raise ValueError(f"floor_quantile must lie in [0, 1), got {floor_quantile}")
         self.seed = seed
         self.n_estimators = n_estimators
         self.min_rows = min_rows
         self.min_samples_leaf = min_samples_leaf
+        self.floor_quantile = floor_quantile
         self.n_rows = 0
         self._vectorizer: Any = None  # sklearn's DictVectorizer once fitted (sklearn is untyped)
         self._forest: Any = None  # sklearn's RandomForestRegressor once fitted
@@ -58,6 +82,8 @@ class Surrogate:
         y = np.asarray([q for _, q in rows], dtype=float)
         if not np.all(np.isfinite(y)):
             raise ValueError("the surrogate's qualities must be finite")
+        if self.floor_quantile > 0:
+            y = np.maximum(y, np.quantile(y, self.floor_quantile))
         # imported here: scikit-learn takes a second to import, and only a surrogate run needs it
         from sklearn.ensemble import RandomForestRegressor
         from sklearn.feature_extraction import DictVectorizer
