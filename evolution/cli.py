@@ -115,6 +115,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             except (KeyError, ValueError) as e:  # --memory-from: no such run, or another space's
                 raise UsageError(str(e).strip("'\"")) from None
         progress.start(engine.run_id, engine.config)
+        if args.report:  # the HTML report, rewritten after committed generations
+            from evolution.report_html import live_report
+
+            engine.on_event = live_report(store, engine.run_id, args.report, engine.on_event)
         try:
             with _pool_for(engine, store) as pool:
                 engine.pool = pool
@@ -125,6 +129,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     raise
         except ConnectionError as e:  # e.g. --ray-address that nothing answers at
             raise UsageError(str(e)) from None
+    if args.report:  # the final state (the run's status and stop reason too)
+        from evolution.report_html import write_report
+
+        write_report(store, engine.run_id, args.report)
     best = best_of(population)
     front = pareto_front(population)
     run = store.get_run(engine.run_id)
@@ -313,6 +321,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_id = args.run or (max(store.list_runs(), key=lambda r: r.created).id if store.list_runs() else None)
     if run_id is None or store.get_run(run_id) is None:
         raise UsageError(f"no run {args.run}" if args.run else "the store holds no runs")
+    if args.html:  # the HTML report instead of the table
+        from evolution.report_html import write_report
+
+        info = {"run_id": run_id, "html": args.html, "bytes": write_report(store, run_id, args.html)}
+        if args.json:
+            _emit_json(info)
+        else:
+            _out().print(f"HTML report of run {run_id}: {args.html} ({info['bytes']:,} bytes)")
+        return 0
     data = run_report(store, run_id)
     if args.json:
         _emit_json(data)
@@ -430,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(run)
     run.add_argument("--resume", metavar="RUN_ID", help="continue a run from its last generation")
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument("--report", metavar="FILE", help="HTML report of the run, rewritten as it runs")
     run.set_defaults(func=cmd_run)
 
     runs = sub.add_parser("runs", parents=[common], help="list runs")
@@ -450,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", parents=[common], help="per-generation summary of a run")
     report.add_argument("--run", help="run id (default: the latest run)")
+    report.add_argument("--html", metavar="FILE", help="write the self-contained HTML report instead")
     report.set_defaults(func=cmd_report)
 
     genome = sub.add_parser("genome", help="show or validate a genome")
