@@ -132,8 +132,9 @@ def _sqlite_listeners(
         connection.exec_driver_sql(begin)
 
 
-def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engines:
-    """Engines for ``url``; SQLite files are checked first and never overwritten."""
+def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create: bool = True) -> Engines:
+    """Engines for ``url``; SQLite files are checked first and never overwritten. With
+    ``create=False`` a SQLite file that does not exist (or is empty) is refused, not made."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         engine = create_engine(parsed, pool_pre_ping=True)
@@ -159,6 +160,9 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Engine
         return Engines(write=engine, read=engine)
 
     check_sqlite_file(path)
+    if not create and (not path.is_file() or path.stat().st_size == 0):
+        state = "is empty" if path.is_file() else "does not exist"
+        raise StoreError(f"no store at {path}: the file {state}; nothing was created")
     if not path.parent.is_dir():
         raise StoreError(f"cannot create {path}: folder {path.parent} does not exist")
     write = create_engine(parsed, connect_args=connect_args)

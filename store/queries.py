@@ -67,6 +67,12 @@ def _run_record(row: Run, evaluated: dict[str, int]) -> RunRecord:
     )
 
 
+def run_ids_with_prefix(session: Session, prefix: str) -> list[str]:
+    """Ids of the runs whose id starts with ``prefix`` (taken literally: no wildcards)."""
+    query = select(Run.id).where(Run.id.startswith(prefix, autoescape=True)).order_by(Run.id)
+    return list(session.scalars(query))
+
+
 # -- evaluations and births ------------------------------------------------------------------
 
 
@@ -134,6 +140,14 @@ def individuals(session: Session, run_id: str) -> list[IndividualRecord]:
         select(Individual).where(Individual.run_id == run_id).order_by(Individual.generation, Individual.slot)
     ).all()
     return individual_records(session, list(rows), run_id=run_id)
+
+
+def individuals_by_id(session: Session, ids: list[int]) -> list[IndividualRecord]:
+    """The births with these ids (those that exist), by id."""
+    rows: list[Individual] = []
+    for chunk in chunks(sorted(set(ids))):
+        rows += session.scalars(select(Individual).where(Individual.id.in_(chunk)))
+    return individual_records(session, sorted(rows, key=lambda row: row.id))
 
 
 def individuals_by_genome_prefix(session: Session, prefix: str, run_id: str | None) -> list[IndividualRecord]:

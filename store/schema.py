@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, inspect, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -33,11 +33,16 @@ from store.records import StoreError
 _SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"dogma-evolve schema").digest()[:8], "big") >> 1
 
 
-def upgrade_to_head(engines: Engines) -> None:
-    """Create or upgrade the store's tables to the newest revision (see the module doc)."""
+def upgrade_to_head(engines: Engines, *, create: bool = True) -> None:
+    """Create or upgrade the store's tables to the newest revision (see the module doc).
+
+    With ``create=False`` (a reader) a database without the store's tables is refused,
+    untouched, instead of becoming a new, empty store."""
     stored = transactions.read(engines.read, _stored_revisions, "reading the schema revision")
     if _at_head(stored):
         return
+    if not create and not stored and not transactions.read(engines.read, _has_runs, "reading the tables"):
+        raise StoreError("it holds no evolve store (no runs table); nothing was created")
     transactions.retrying(lambda: _upgrade(engines.write), "creating or upgrading tables")
 
 
@@ -50,6 +55,10 @@ def stored_revisions(connection: Connection) -> tuple[str, ...]:
 
 def _stored_revisions(session: Session) -> tuple[str, ...]:
     return stored_revisions(session.connection())
+
+
+def _has_runs(session: Session) -> bool:
+    return inspect(session.connection()).has_table("runs")
 
 
 def _at_head(stored: tuple[str, ...]) -> bool:

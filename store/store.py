@@ -57,15 +57,22 @@ class Store:
     """
 
     def __init__(
-        self, url: str = "sqlite:///evolve.db", *, busy_timeout: float = BUSY_TIMEOUT_SECONDS
+        self,
+        url: str = "sqlite:///evolve.db",
+        *,
+        busy_timeout: float = BUSY_TIMEOUT_SECONDS,
+        create: bool = True,
     ) -> None:
+        """Open (and, with ``create``, make) the store at ``url``. ``create=False`` is for
+        readers: a SQLite file that does not exist and a database without the store's
+        tables are refused with a :class:`StoreError`, and nothing is created."""
         self.url = url
         try:
-            self._engines: Engines | None = open_engines(url, busy_timeout)
-        except SQLAlchemyError as exc:
+            self._engines: Engines | None = open_engines(url, busy_timeout, create=create)
+        except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's driver is missing
             raise StoreError(f"cannot open {describe(url)}: {transactions.one_line(exc)}") from exc
         try:
-            upgrade_to_head(self._engines)
+            upgrade_to_head(self._engines, create=create)
         except StoreError as exc:
             self.close()
             raise StoreError(f"cannot open {describe(url)}: {exc}") from exc
@@ -119,6 +126,22 @@ class Store:
     def list_runs(self) -> list[RunRecord]:
         """All runs, oldest first."""
         return self._read(queries.runs, "list_runs")
+
+    def resolve_run(self, prefix: str) -> str:
+        """The id of the one run whose id is ``prefix`` or starts with it.
+
+        Raises :class:`StoreError` (one line) when no run matches or several do."""
+        prefix = prefix.strip()
+        if not prefix:
+            raise StoreError("a run id (or a prefix of one) must not be empty")
+        found = self._read(lambda session: queries.run_ids_with_prefix(session, prefix), "resolve_run")
+        if prefix in found:
+            return prefix
+        if not found:
+            raise StoreError(f"no run {prefix!r:.70}")
+        if len(found) > 1:
+            raise StoreError(f"run id prefix {prefix!r} is ambiguous: {len(found)} runs start with it")
+        return found[0]
 
     def set_run_status(self, run_id: str, status: str, reason: str | None = None) -> None:
         """Set a run's status; ``reason`` says why it stopped (kept until the next stop)."""
@@ -211,6 +234,11 @@ class Store:
     def individuals(self, run_id: str) -> list[IndividualRecord]:
         """Every birth of a run, by generation and slot, with evaluations (reports, fronts)."""
         return self._read(lambda session: queries.individuals(session, run_id), "individuals")
+
+    def individuals_by_id(self, ids: Iterable[int]) -> list[IndividualRecord]:
+        """The births with these ids that exist, by id, fetched in bulk (e.g. an ancestry's)."""
+        wanted = list(ids)
+        return self._read(lambda session: queries.individuals_by_id(session, wanted), "individuals_by_id")
 
     def find_individuals_by_genome_prefix(
         self, prefix: str, run_id: str | None = None
