@@ -358,6 +358,39 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_blame(args: argparse.Namespace) -> int:
+    from evolution.blame import blame_individual, labels
+    from evolution.summary import resolve_individual
+
+    store = _open_store(args.store)
+    record = resolve_individual(store, args.id)
+    data = blame_individual(store, record)
+    if args.json:
+        _emit_json(data)
+        return 0
+    what = labels(record)
+    table = Table(
+        title=f"blame of individual {record.id} (run {record.run_id}, generation {record.generation})"
+    )
+    for col in ("region", "base", "what", "individual", "gen", "operator", "change"):
+        table.add_column(col, overflow="fold")
+    for e in data["entries"]:
+        where = (e["region"], e["base"])
+        change = {k: v for k, v in (e["change"] or {}).items() if k != "op"}
+        region, base = (e["region"], "-") if e["base"] is None else ("", str(e["base"]))
+        table.add_row(
+            region,
+            base,
+            Text(what.get(where, "")),
+            f"#{e['individual']}",
+            str(e["generation"]),
+            e["operator"] or "seed",
+            Text(json.dumps(change) if change else "-"),
+        )
+    _out().print(table)
+    return 0
+
+
 # -- evolve genome show / validate --------------------------------------------------------
 def _load(source: str) -> Genome:
     try:
@@ -465,6 +498,10 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", help="individual id or genome-id prefix")
     diff.add_argument("b", help="individual id or genome-id prefix")
     diff.set_defaults(func=cmd_diff)
+
+    blame = sub.add_parser("blame", parents=[common], help="who gave each region and base its form")
+    blame.add_argument("id", help="individual id or genome-id prefix")
+    blame.set_defaults(func=cmd_blame)
 
     report = sub.add_parser("report", parents=[common], help="per-generation summary of a run")
     report.add_argument("--run", help="run id (default: the latest run)")
