@@ -353,6 +353,17 @@ def check_in_browser(browser: Chromium, report: Path, screenshot: Path) -> dict[
     network = [u for u in requests if not u.startswith(("file://", "data:"))]
     assert not network, f"requests beyond the file: {network[:5]}"
 
+    # the first figure is the Pareto plot: hovering a front point shows its id and sequence
+    hovered = browser.evaluate(
+        session,
+        "(() => { const gd = document.getElementById('figure-1'); const k = gd.data.length - 1;"
+        " const row = gd.data[k].customdata[0]; Plotly.Fx.hover(gd, [{curveNumber: k, pointNumber: 0}]);"
+        " const t = gd.querySelector('.hoverlayer .hovertext');"
+        " return {title: gd.layout.title.text, row: row, text: t ? t.textContent : ''}; })()",
+    )
+    assert hovered["title"].startswith("quality"), hovered
+    assert f"#{hovered['row'][0]} " in hovered["text"] and hovered["row"][-1] in hovered["text"], hovered
+
     height = min(int(state["height"]), 12000)
     browser.call(
         "Emulation.setDeviceMetricsOverride",
