@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -41,10 +42,11 @@ def _emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def _open_store(url: str) -> Store:
+def _open_store(url: str, create: bool = False) -> Store:
+    """The store at `url`; a reader (`create` False) refuses one that does not exist."""
     from store import Store  # imported on use: `genome validate` must answer fast
 
-    return Store(url)
+    return Store(url, create=create)
 
 
 # -- evolve run ---------------------------------------------------------------------------
@@ -87,6 +89,7 @@ def _pool_for(engine: Engine, store: Store) -> AbstractContextManager[Pool]:
 def cmd_run(args: argparse.Namespace) -> int:
     from evolution.config import RunConfig
     from evolution.engine import Engine, best_of
+    from evolution.preflight import check_feasible
     from evolution.progress import RunProgress
     from evolution.selection import pareto_front
     from evolution.summary import individual_summary
@@ -96,7 +99,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = RunConfig(**overrides)  # every check; on --resume too, for the flags given
     except ValueError as e:
         raise UsageError(str(e)) from None
-    store = _open_store(args.store)
+    if not args.resume:
+        check_feasible(config)  # before the store or a run exists
+    store = _open_store(args.store, create=not (args.resume or config.memory_from))
+    if args.resume:
+        args.resume = store.resolve_run(args.resume)
+    if config.memory_from:
+        config = replace(config, memory_from=store.resolve_run(config.memory_from))
     progress = RunProgress(enabled=not args.quiet)
     with progress:
         if args.resume:
@@ -191,7 +200,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from evolution.policy import top_operators
 
     store = _open_store(args.store)
-    runs = store.list_runs()
+    runs = [r for r in store.list_runs() if r.id.startswith(args.prefix or "")]
+    if args.prefix and not runs:
+        raise UsageError(f"no run {args.prefix!r:.70}")
     rows = [
         {
             "id": r.id,
@@ -318,9 +329,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from evolution.summary import run_report
 
     store = _open_store(args.store)
-    run_id = args.run or (max(store.list_runs(), key=lambda r: r.created).id if store.list_runs() else None)
-    if run_id is None or store.get_run(run_id) is None:
-        raise UsageError(f"no run {args.run}" if args.run else "the store holds no runs")
+    run_id = store.resolve_run(args.run) if args.run else None
+    run_id = run_id or (max(store.list_runs(), key=lambda r: r.created).id if store.list_runs() else None)
+    if run_id is None:
+        raise UsageError("the store holds no runs")
     if args.html:  # the HTML report instead of the table
         from evolution.report_html import write_report
 
@@ -433,10 +445,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from evolution.summary import best_individual, resolve_individual
 
     store = _open_store(args.store)
-    if args.best:
-        record = best_individual(store, args.run)
-    else:
-        record = resolve_individual(store, args.id)
+    run_id = store.resolve_run(args.run) if args.run else None
+    record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
     info = export_individual(store, record, args.output, progress=_err())
     if args.json:
         _emit_json(info)
@@ -478,12 +488,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="run an evolutionary search")
     _add_run_options(run)
-    run.add_argument("--resume", metavar="RUN_ID", help="continue a run from its last generation")
+    run.add_argument(
+        "--resume", metavar="RUN_ID", help="continue a run (id or prefix) from its last generation"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument("--report", metavar="FILE", help="HTML report of the run, rewritten as it runs")
     run.set_defaults(func=cmd_run)
 
     runs = sub.add_parser("runs", parents=[common], help="list runs")
+    runs.add_argument("prefix", nargs="?", help="only the runs whose id starts with this")
     runs.set_defaults(func=cmd_runs)
 
     audit = sub.add_parser("audit", parents=[common], help="an individual and its ancestry")
@@ -504,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     blame.set_defaults(func=cmd_blame)
 
     report = sub.add_parser("report", parents=[common], help="per-generation summary of a run")
-    report.add_argument("--run", help="run id (default: the latest run)")
+    report.add_argument("--run", help="run id or a prefix of one (default: the latest run)")
     report.add_argument("--html", metavar="FILE", help="write the self-contained HTML report instead")
     report.set_defaults(func=cmd_report)
 
@@ -520,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_genome_validate)
 
     export = sub.add_parser("export", parents=[common], help="export a trained phenotype")
-    export.add_argument("--run", help="run id (default: the latest run)")
+    export.add_argument("--run", help="run id or a prefix of one (default: the latest run)")
     which = export.add_mutually_exclusive_group(required=True)
     which.add_argument("--best", action="store_true", help="the run's best individual")
     which.add_argument("--id", help="individual id or genome-id prefix")

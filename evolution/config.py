@@ -28,6 +28,27 @@ OBJECTIVE_CHOICES = ("quality", "params", "state_bytes", "flops", "latency")
 # learned anything: the MLP-only calibration model scores under it (evaluation/tasks/suite.py)
 QUALITY_FLOOR = 0.05
 DEFAULT_GENERATIONS = 3  # with the default suite budget: about 10 minutes on 2 cores
+# The bounds of every size a run is given, (least, most); most None: no upper bound. The
+# maxima lie far beyond any run this program can carry out, and refuse a mistyped value
+# before it exhausts the machine (`RunConfig._check_bounds`; fields absent are skipped).
+MAX_POPULATION = 100_000
+SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "population": (2, MAX_POPULATION),
+    "initial_population": (2, MAX_POPULATION),
+    "batch": (1, MAX_POPULATION),
+    "sample_size": (1, MAX_POPULATION),
+    "generations": (0, 1_000_000),
+    "max_evaluations": (1, 100_000_000),
+    "steps": (1, 10_000_000),
+    "min_steps": (0, 10_000_000),
+    "repeats": (1, 100),
+    "surrogate": (1, 1_000),
+    "workers": (1, 1_024),
+    "max_params": (1, None),
+    "max_state_bytes": (1, None),
+    "seed": (-(2**63) + 1, 2**63 - 1),
+}
+MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
 
 
 @dataclass(frozen=True)
@@ -190,7 +211,20 @@ class RunConfig:
         object.__setattr__(self, "memory_parts", tuple(self.memory_parts))
         if not set(self.memory_parts) <= {"credit", "elites"}:
             raise ValueError("memory_parts are among credit, elites")
+        self._check_bounds()
         SPACES[self.space].check_config(self)
+
+    def _check_bounds(self) -> None:
+        """Every size within `SIZE_BOUNDS`, so that a mistyped value is a one-line refusal
+        before anything starts, not a run that hangs or dies natively."""
+        for name, (low, high) in SIZE_BOUNDS.items():
+            value = getattr(self, name, None)
+            if value is not None and not (low <= value and (high is None or value <= high)):
+                bounds = f"at least {low:,}" if high is None else f"in [{low:,}, {high:,}]"
+                label = name.removeprefix("max_") if name == "max_evaluations" else name
+                raise ValueError(f"{label} must be {bounds}, not {value:,}")
+        if self.surrogate * self.children > MAX_BRED:
+            raise ValueError(f"surrogate x batch must be at most {MAX_BRED:,} children a generation")
 
     @property
     def offspring_generations(self) -> float:

@@ -89,22 +89,28 @@ def export_individual(
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out_dir} exists and is not an empty directory")
-    genome = Genome.from_yaml(record.yaml)
-    model, source = trained_phenotype(store, record, progress)
-    evaluation = record.evaluation
-    task_name = evaluation.task if evaluation else "mqar"
-    from evaluation import get_task
-
-    task = get_task(task_name)
-    gen = torch.Generator().manual_seed(0)
-    example, _ = task.batch(gen, 2)
-    with torch.no_grad():
-        expected = model(example)
-    program = _export_program(model, example)
-    dynamic = bool(program.range_constraints)
-
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent if out.parent.exists() else None))
+    # The files are written beside the output folder and moved into place: that folder's
+    # parent must exist and take a new folder, checked before any work.
+    if not out.parent.is_dir():
+        raise UsageError(f"cannot create {out_dir}: {out.parent} is not an existing folder")
     try:
+        tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
+    except OSError as e:
+        raise UsageError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    try:
+        genome = Genome.from_yaml(record.yaml)
+        model, source = trained_phenotype(store, record, progress)
+        evaluation = record.evaluation
+        task_name = evaluation.task if evaluation else "mqar"
+        from evaluation import get_task
+
+        task = get_task(task_name)
+        gen = torch.Generator().manual_seed(0)
+        example, _ = task.batch(gen, 2)
+        with torch.no_grad():
+            expected = model(example)
+        program = _export_program(model, example)
+        dynamic = bool(program.range_constraints)
         torch.export.save(program, str(tmp / "model.pt2"))
         save_model(model, str(tmp / "model.safetensors"))
         save_file(

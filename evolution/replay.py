@@ -102,7 +102,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from evolution.summary import resolve_individual
     from store import Store
 
-    store = Store(args.store)
+    store = Store(args.store, create=False)  # a reader: a missing store is refused, not made
     try:
         record = resolve_individual(store, args.id)
         report = replay_individual(store, record, threads=args.threads)

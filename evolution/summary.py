@@ -22,24 +22,29 @@ def individual_summary(ind: Any) -> dict[str, Any]:
     }
 
 
-def resolve_individual(store: Store, key: str) -> IndividualRecord:
-    """An individual by integer id, or by genome-id prefix (newest individual of that genome)."""
+def resolve_individual(store: Store, key: str, run_id: str | None = None) -> IndividualRecord:
+    """An individual by integer id, or by a unique genome-id prefix (4+ hex digits; the
+    newest individual of that genome, in ``run_id`` when given). Digits that are no
+    individual's id are tried as a genome-id prefix."""
     key = key.strip()
     if key.isascii() and key.isdigit():
         if len(key) > 18:  # beyond any 64-bit id: say so rather than overflow the database
             raise UsageError(f"no individual {key[:30]}")
         record = store.individual(int(key))
-        if record is None:
+        if record is not None and run_id is not None and record.run_id != run_id:
+            raise UsageError(f"individual {key} is not of run {run_id}")
+        if record is not None:
+            return record
+        if len(key) < 4 or not store.find_individuals_by_genome_prefix(key, run_id):
             raise UsageError(f"no individual {key}")
-        return record
     if not re.fullmatch(r"[0-9a-fA-F]{4,64}", key):
         raise UsageError(f"{key!r:.70} is neither an individual id nor a genome-id prefix (4+ hex digits)")
-    matches = store.find_individuals_by_genome_prefix(key.lower())
+    matches = store.find_individuals_by_genome_prefix(key.lower(), run_id)
     genomes = {m.genome_id for m in matches}
     if not matches:
-        raise UsageError(f"no genome with id prefix {key}")
+        raise UsageError(f"no genome with id prefix {key}" + (f" in run {run_id}" if run_id else ""))
     if len(genomes) > 1:
-        raise UsageError(f"genome-id prefix {key} is ambiguous ({len(genomes)} genomes)")
+        raise UsageError(f"genome-id prefix {key} is ambiguous: {len(genomes)} genomes start with it")
     return max(matches, key=lambda m: m.id)
 
 

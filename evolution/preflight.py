@@ -1,0 +1,24 @@
+"""Checks `evolve run` makes before anything is created, beyond `RunConfig`'s own.
+
+`RunConfig.__post_init__` checks every value alone; what needs the search space built
+(a genome budget no genome fits under) is checked here, so that a bad option is a one-line
+error before a store or a run exists, not a traceback in generation 0.
+"""
+
+from __future__ import annotations
+
+import random
+
+from evolution.config import RunConfig
+from evolution.errors import UsageError
+from evolution.space import SPACES
+
+
+def check_feasible(config: RunConfig) -> None:
+    """Refuse a configuration under which the space cannot make one genome (e.g. a
+    `--max-params` below the smallest genome of the task's vocabulary)."""
+    space = SPACES[config.space].from_config(config)
+    try:
+        space.sample(random.Random(config.seed))
+    except RuntimeError as e:  # evolution.seeds.random_genome: none found under the budget
+        raise UsageError(f"--max-params {config.max_params:,} is too small for this task: {e}") from None
