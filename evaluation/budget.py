@@ -10,12 +10,22 @@ as lr · width, so lr ∝ 1/width keeps it width-independent)::
 at BASE_LR / 2. Every candidate sees the same tokens (same batch size, same data stream
 for a given seed).
 
-**Training compute** of one step, the usual ≈ 6·N·D with the sequence mixer's own term:
-the forward pass costs ``flops_per_token`` per token (``phenotype.account``: 2 FLOPs per
-weight plus the mixer's T-dependent work, e.g. attention's T×T square), and the backward
-pass twice that, so
+**Training compute** of one step, the usual ≈ 6·N·D with the sequence mixer's own term.
+``flops_per_token`` (``phenotype.account``) is the FORWARD pass per token: 2 FLOPs (a
+multiply and an add) per weight a token's activations are multiplied by, so 2·N with N
+the weights of every linear layer, convolution and the output head (an embedding look-up
+costs none), plus the mixer's T-dependent work (attention's scores and values over the
+full T×T square, 4·T·heads·head_dim per layer; the scans' declared elementwise work). The backward
+pass of a product ``Y = X·W`` is two products of the same size, ``dX = dY·Wᵀ`` and
+``dW = Xᵀ·dY``, so it costs 2× the forward, and the same holds for attention's two
+products; forward + backward = 3 × forward, hence
 
-    train_flops(step) = 3 · flops_per_token · batch_size · seq_len.
+    train_flops(step) = 3 · flops_per_token · batch_size · seq_len,
+
+which is 3 · 2·N = 6·N FLOPs per token (6·N·D over D tokens) plus 3× the mixer's term.
+Not counted, as in the 6·N·D rule: norms, activations, softmax, the loss, the
+embeddings' gradient and the optimiser's update (O(N) per step, not per token); the
+causal mask's unused half of the T×T square IS counted, as a FLOP counter counts it.
 
 Under ``budget="flops"`` every candidate trains for the same total compute: its steps are
 ``round(total / train_flops(step))``, at least ``MIN_STEPS``.

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import save_model
 from torch import nn
 
-from .budget import learning_rate
+from .budget import learning_rate, training_flops
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
 from .result import EvalRequest, EvalResult, Status, one_line
 from .tasks import Task, get_task
@@ -201,6 +201,7 @@ def train_model(
         )
         metrics["lr"] = options.get("lr", DEFAULT_LR)
         metrics.update(scores)
+        metrics.update(compute_metrics(metrics, batch_size, task.seq_len))
         metrics["train_seconds"] = metrics.pop("wall_seconds")
         metrics["device"] = device.type
         trained = model
@@ -214,6 +215,25 @@ def train_model(
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def compute_metrics(metrics: Mapping[str, Any], batch_size: int, seq_len: int) -> dict[str, int]:
+    """The training compute of a finished evaluation, from its metrics.
+
+    ``train_tokens`` = ``steps * batch_size * seq_len`` (what the trainer trained on);
+    ``train_flops`` = ``evaluation.budget.training_flops(flops_per_token, steps,
+    batch_size, seq_len)``, i.e. 3 x the forward FLOPs of those tokens (≈ 6·N·D plus the
+    sequence mixer's term, see ``evaluation.budget``), rounded to an integer, only where the
+    accountant gave ``flops_per_token`` (a custom builder without one records tokens
+    alone). A failed evaluation records neither: what it trained before it failed is not
+    counted.
+    """
+    steps = int(metrics["steps"])
+    out = {"train_tokens": steps * batch_size * seq_len}
+    flops_per_token = metrics.get("flops_per_token")
+    if isinstance(flops_per_token, int) and not isinstance(flops_per_token, bool):
+        out["train_flops"] = round(training_flops(flops_per_token, steps, batch_size, seq_len))
+    return out
 
 
 # How allocators word a failed allocation in a plain RuntimeError: CUDA and others say

@@ -276,8 +276,9 @@ def train_and_score(
 
     Returns metrics: ``loss`` and ``accuracy`` at the answer positions of
     ``eval_batches`` held-out batches (the same batches for every seed), ``train_loss``
-    (mean of the last tenth of the steps), ``train_tokens_per_s`` (forward, backward and
-    update only), ``infer_latency_ms`` (mean forward time per held-out batch),
+    (mean of the last tenth of the steps), ``train_tokens`` (tokens trained on: ``steps *
+    batch_size * task.seq_len``), ``train_tokens_per_s`` (forward, backward and update
+    only), ``infer_latency_ms`` (mean forward time per held-out batch),
     ``wall_seconds``, ``steps``, ``chance_accuracy`` and the fitness the search selects
     on (:func:`quality_metrics`): ``quality``, and for a suite ``per_task`` (normalised)
     and ``per_task_accuracy`` (raw).
@@ -317,6 +318,7 @@ def train_and_score(
         "chance_accuracy": task.chance_accuracy,
         **quality_metrics(task, scored),
         "train_loss": trained.train_loss,
+        "train_tokens": trained.tokens,
         "train_tokens_per_s": trained.tokens_per_s,
         "infer_latency_ms": scored.infer_latency_ms,
         "wall_seconds": time.perf_counter() - deadline.start,

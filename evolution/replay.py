@@ -5,7 +5,8 @@ On CPU training is bit-exact given the same code, seed and torch thread count (a
 reduction split over more threads adds in another order), so the replay uses the thread
 count the worker recorded in the metrics (``torch_threads``, set by ``EvaluationPool``).
 Metrics that measure the machine rather than the model (timings, throughput, where it
-ran) are reported but not compared; metrics the driver added after training are listed.
+ran) are reported but not compared; metrics only one side has (the driver added them
+after training, or this code records metrics the stored row's code did not) are listed.
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
     finally:
         torch.set_num_threads(saved)
     # Keys only in the stored row were added by the driver after training (e.g. derived
-    # costs): listed, not compared.
-    keys = sorted(result.metrics)
+    # costs); keys only in the replay are metrics this code records and the stored row's
+    # did not (e.g. train_tokens and train_flops, before compute was recorded): both
+    # listed, not compared.
+    keys = sorted(k for k in result.metrics if k in stored.metrics)
     comparison = {
         key: {
             "stored": stored.metrics.get(key),
@@ -95,6 +98,7 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
         "metrics": comparison,
         "not_compared": [key for key in keys if not compared(key)],
         "stored_only": sorted(set(stored.metrics) - set(result.metrics)),
+        "replayed_only": sorted(set(result.metrics) - set(stored.metrics)),
     }
 
 
