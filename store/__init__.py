@@ -29,6 +29,8 @@ from store.records import (
     Ref,
     RunRecord,
     StoreError,
+    TransferIn,
+    TransferRecord,
     by_id,
     by_slot,
 )
@@ -57,6 +59,8 @@ __all__ = [
     "RunRecord",
     "Store",
     "StoreError",
+    "TransferIn",
+    "TransferRecord",
     "by_id",
     "by_slot",
 ]

@@ -11,6 +11,7 @@ with what is stored (:meth:`GenerationPayload.verify_stored`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from sqlalchemy import Insert, insert, select
 from sqlalchemy.orm import Session
@@ -26,6 +27,7 @@ from store.models import (
     Member,
     Policy,
     Run,
+    Transfer,
     canonical_json,
 )
 from store.records import (
@@ -37,6 +39,7 @@ from store.records import (
     PolicyIn,
     Ref,
     StoreError,
+    TransferIn,
 )
 
 EvaluationKey = tuple[str, str, str, int]
@@ -76,6 +79,7 @@ class GenerationPayload:
         self.policy: list[PolicyIn] = []
         self.archive: dict[str, ArchiveIn] = {}
         self.archive_remove: set[str] = set()
+        self.transfer: list[TransferIn] = []
 
     @classmethod
     def build(
@@ -88,6 +92,7 @@ class GenerationPayload:
         policy: Iterable[PolicyIn],
         archive: Iterable[ArchiveIn],
         archive_remove: Iterable[str],
+        transfer: Iterable[TransferIn] = (),
     ) -> GenerationPayload:
         payload = cls()
         for item in genomes:
@@ -126,6 +131,19 @@ class GenerationPayload:
         both = payload.archive_remove & set(payload.archive)
         if both:
             raise StoreError(f"genome {min(both)} is both added to and removed from the archive")
+        payload.transfer = list(transfer)
+        pairs = [(fidelity_key(t.lower_fidelity), fidelity_key(t.higher_fidelity)) for t in payload.transfer]
+        if len(set(pairs)) != len(pairs):
+            raise StoreError("a fidelity transfer is given twice for one pair of fidelities")
+        for t in payload.transfer:
+            if isinstance(t.n, bool) or not isinstance(t.n, int) or t.n < 0:
+                raise StoreError(f"fidelity transfer: n must be a count, not {t.n!r}")
+            for name in TRANSFER_VALUES[1:]:
+                value = getattr(t, name)
+                if value is not None and not (isinstance(value, (int, float)) and -1.0 <= value <= 1.0):
+                    raise StoreError(
+                        f"fidelity transfer: {name} must lie in [-1, 1] or be None, not {value!r}"
+                    )
         return payload
 
     # -- resolving references
@@ -229,6 +247,8 @@ class GenerationPayload:
         self._insert_evaluations(session, run_id, slot_ids, earlier)
         self._upsert_policy(session, run_id)
         self._upsert_archive(session, run_id)
+        for t in self.transfer:
+            session.add(Transfer(run_id=run_id, generation=generation, **_transfer_columns(t)))
         session.flush()
         return slot_ids
 
@@ -389,7 +409,41 @@ class GenerationPayload:
             key = evaluation_key(evaluation)
             if not evaluation_exists(session, run_id, key):
                 raise differs(f"evaluations (genome {evaluation.genome_id[:12]} missing)")
+        query = select(Transfer).where(Transfer.run_id == run_id, Transfer.generation == generation)
+        stored_transfer = sorted(
+            tuple(getattr(row, c) for c in TRANSFER_COLUMNS) for row in session.scalars(query)
+        )
+        offered_transfer = sorted(tuple(_transfer_columns(t).values()) for t in self.transfer)
+        if stored_transfer != offered_transfer:
+            raise differs("fidelity transfer")
         return slot_ids
+
+
+TRANSFER_VALUES = (
+    "n",
+    "spearman",
+    "spearman_low",
+    "spearman_high",
+    "kendall",
+    "kendall_low",
+    "kendall_high",
+)
+
+
+TRANSFER_COLUMNS = ("lower_fidelity", "higher_fidelity", *TRANSFER_VALUES)
+
+
+def _transfer_columns(t: TransferIn) -> dict[str, Any]:
+    """The columns of a ``transfer`` row in :data:`TRANSFER_COLUMNS` order (fidelities as
+    stored, correlations as floats)."""
+    columns: dict[str, Any] = {
+        "lower_fidelity": fidelity_key(t.lower_fidelity),
+        "higher_fidelity": fidelity_key(t.higher_fidelity),
+    }
+    for name in TRANSFER_VALUES:
+        value = getattr(t, name)
+        columns[name] = value if value is None or name == "n" else float(value)
+    return columns
 
 
 def evaluation_key(evaluation: EvaluationIn) -> EvaluationKey:

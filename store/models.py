@@ -244,6 +244,34 @@ class Artifact(Base):
     created: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class Transfer(Base):
+    """Fidelity transfer of a multi-fidelity run after generation ``generation`` (0004).
+
+    Over every candidate of generations 0..``generation`` evaluated at both fidelities
+    (``lower_fidelity``: the first stage, ``min_steps``; ``higher_fidelity``: the full
+    one; canonical JSON like ``evaluations.fidelity``), the rank correlation of their
+    qualities: Spearman's ρ and Kendall's τ-b, each with the low and high ends of its
+    interval; NULL where undefined (too few candidates, a constant side). The engine
+    computes it (``evaluation.transfer``) and writes it with the generation's commit.
+    """
+
+    __tablename__ = "transfer"
+    __table_args__ = (UniqueConstraint("run_id", "generation", "lower_fidelity", "higher_fidelity"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    generation: Mapped[int] = mapped_column(Integer)
+    lower_fidelity: Mapped[str] = mapped_column(Text)
+    higher_fidelity: Mapped[str] = mapped_column(Text)
+    n: Mapped[int] = mapped_column(Integer)
+    spearman: Mapped[float | None] = mapped_column(Float, nullable=True)
+    spearman_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    spearman_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    kendall: Mapped[float | None] = mapped_column(Float, nullable=True)
+    kendall_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    kendall_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
 class SchemaVersion(Base):
     """The version row of release 0.1, kept as a guard for programs of that release.
 

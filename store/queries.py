@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from store.keys import HEX, chunks, fidelity_key
-from store.models import Archive, Evaluation, Genome, Individual, Lineage, Member, Policy, Run
+from store.models import Archive, Evaluation, Genome, Individual, Lineage, Member, Policy, Run, Transfer
 from store.records import (
     AncestryStep,
     ArchiveRecord,
@@ -27,6 +27,7 @@ from store.records import (
     PolicyRecord,
     RunRecord,
     StoreError,
+    TransferRecord,
 )
 
 # -- runs ------------------------------------------------------------------------------------
@@ -327,3 +328,26 @@ def archive(session: Session, run_id: str) -> list[ArchiveRecord]:
         .order_by(Archive.id)
     )
     return [ArchiveRecord(a.genome_id, g.yaml, g.sequence, a.metrics) for a, g in rows]
+
+
+def transfer(session: Session, run_id: str) -> list[TransferRecord]:
+    """The run's fidelity transfer rows, by generation (then by pair of fidelities)."""
+    rows = session.scalars(
+        select(Transfer).where(Transfer.run_id == run_id).order_by(Transfer.generation, Transfer.id)
+    )
+    return [
+        TransferRecord(
+            run_id=row.run_id,
+            generation=row.generation,
+            lower_fidelity=json.loads(row.lower_fidelity),
+            higher_fidelity=json.loads(row.higher_fidelity),
+            n=row.n,
+            spearman=row.spearman,
+            spearman_low=row.spearman_low,
+            spearman_high=row.spearman_high,
+            kendall=row.kendall,
+            kendall_low=row.kendall_low,
+            kendall_high=row.kendall_high,
+        )
+        for row in rows
+    ]

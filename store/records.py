@@ -92,6 +92,23 @@ class ArchiveIn:
 
 
 @dataclass(frozen=True)
+class TransferIn:
+    """Fidelity transfer after the generation being committed: the rank correlation of the
+    qualities at ``lower_fidelity`` and ``higher_fidelity`` over the ``n`` candidates of the
+    run so far measured at both (``evaluation.transfer.rank_transfer``); None: undefined."""
+
+    lower_fidelity: Fidelity
+    higher_fidelity: Fidelity
+    n: int
+    spearman: float | None = None
+    spearman_low: float | None = None
+    spearman_high: float | None = None
+    kendall: float | None = None
+    kendall_low: float | None = None
+    kendall_high: float | None = None
+
+
+@dataclass(frozen=True)
 class LeaseIn:
     """The driver's news about one attempt of an evaluation: the store's lease record type.
 
@@ -235,6 +252,23 @@ class PolicyRecord:
     context: str
     successes: float
     trials: float
+
+
+@dataclass(frozen=True)
+class TransferRecord:
+    """A stored fidelity transfer (see :class:`TransferIn`), cumulative up to ``generation``."""
+
+    run_id: str
+    generation: int
+    lower_fidelity: Fidelity
+    higher_fidelity: Fidelity
+    n: int
+    spearman: float | None
+    spearman_low: float | None
+    spearman_high: float | None
+    kendall: float | None
+    kendall_low: float | None
+    kendall_high: float | None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ from store.records import (
     Ref,
     RunRecord,
     StoreError,
+    TransferIn,
+    TransferRecord,
 )
 from store.schema import upgrade_to_head
 
@@ -172,6 +174,7 @@ class Store:
         policy: Iterable[PolicyIn] = (),
         archive: Iterable[ArchiveIn] = (),
         archive_remove: Iterable[str] = (),
+        transfer: Iterable[TransferIn] = (),
     ) -> dict[int, int]:
         """Store generation ``generation`` of a run in one transaction; return slot → id.
 
@@ -182,16 +185,18 @@ class Store:
         generations by id). ``policy`` and ``archive`` rows are upserted by their keys
         (absolute values; rows not given are kept, so passing only what changed loses
         nothing); ``archive_remove`` names genome ids that leave the archive.
+        ``transfer`` holds the run's fidelity transfer after this generation, one per pair
+        of fidelities (a multi-fidelity run's engine gives one, others none).
         ``runs.last_generation`` becomes ``generation``.
 
         Generations are committed in order: ``generation`` must be last_generation + 1.
         Committing a generation that is already stored (a retry after a lost
         acknowledgement) changes nothing and returns the stored ids when the births,
-        lineage, members and evaluation keys match, and raises :class:`StoreError`
+        lineage, members, evaluation keys and fidelity transfer match, and raises :class:`StoreError`
         otherwise, so the generation counter never goes back.
         """
         payload = commit.GenerationPayload.build(
-            genomes, individuals, evaluations, lineage, members, policy, archive, archive_remove
+            genomes, individuals, evaluations, lineage, members, policy, archive, archive_remove, transfer
         )
         return self._write(
             lambda session: commit.commit_generation(session, run_id, generation, payload),
@@ -264,6 +269,11 @@ class Store:
 
     def archive(self, run_id: str) -> list[ArchiveRecord]:
         return self._read(lambda session: queries.archive(session, run_id), "archive")
+
+    def transfer(self, run_id: str) -> list[TransferRecord]:
+        """The run's stored fidelity transfer, by generation (none for a single-fidelity
+        run, or for generations committed before revision 0004)."""
+        return self._read(lambda session: queries.transfer(session, run_id), "transfer")
 
     # -- artifacts -------------------------------------------------------------------------
 
