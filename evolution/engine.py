@@ -35,6 +35,7 @@ from evolution.selection import assign_rank_and_crowding, pareto_front
 from evolution.space import SPACES
 from evolution.strategies import make_strategy
 from evolution.surrogate import rank_correlation
+from evolution.transfer_audit import TransferAudit
 from evolution.types import Candidate, Event, GenerationReport, individual_class
 from store import (
     ArchiveIn,
@@ -45,6 +46,7 @@ from store import (
     LineageIn,
     Ref,
     Store,
+    TransferIn,
     by_id,
     by_slot,
 )
@@ -77,6 +79,7 @@ class Engine:
         self.on_event: Event = on_event or (lambda kind, data: None)
         self.run_id = run_id or store.create_run(config.to_dict(), config.seed, config.task)
         self.evaluator = Evaluator(config, self.space, store, self.run_id, self.on_event)
+        self.transfer = TransferAudit.of(config, self.space)  # None: a single-fidelity run
         self.reports: list[GenerationReport] = []
         self._predicted: list[float | None] = []  # the surrogate's predictions for the next births
         self.policy = OperatorPolicy(
@@ -108,7 +111,10 @@ class Engine:
         population: list[Candidate] = []
         if start > 0:
             population = self._load_population()
-            self.seen = {rec.genome_id for rec in self.store.individuals(self.run_id)}
+            births = self.store.individuals(self.run_id)
+            self.seen = {rec.genome_id for rec in births}
+            if self.transfer is not None:
+                self.transfer.load(births)
             self.policy.inherit(self.store.policy(self.run_id), cap=float("inf"))
             self.policy.changed = set()
             for a in self.store.archive(self.run_id):
@@ -397,6 +403,15 @@ class Engine:
         # a member is a child of this generation (not committed yet) or a committed parent
         members: list[Ref] = [by_slot(p.record.slot) if p.id is None else by_id(p.id) for p in population]
         archive, removed = self._archive_update(children)
+        transfer: list[TransferIn] = []
+        pairs: list[tuple[float, float]] = []
+        if self.transfer is not None:  # fidelity transfer over the run so far, these children too
+            rows: dict[Ref | None, list[EvaluationIn]] = {}
+            for e in evaluations:
+                rows.setdefault(e.individual, []).append(e)
+            new = self.transfer.new_pairs(rows.get(by_slot(c.record.slot), []) for c in children)
+            pairs = [p for p in new if p is not None]
+            transfer = [self.transfer.row(self.transfer.pairs + pairs)]
         for gid in {a.genome_id for a in archive} - set(genomes):
             g = self.archive[gid][0]
             genomes[gid] = GenomeIn(gid, g.to_yaml(), g.sequence_view())
@@ -411,7 +426,10 @@ class Engine:
             policy=self.policy.rows(),
             archive=archive,
             archive_remove=removed,
+            transfer=transfer,
         )
+        if self.transfer is not None:
+            self.transfer.pairs += pairs
         for c in children:
             c.id = ids[c.record.slot]
             c.parents = []  # credit is given: do not keep ancestors alive in memory
