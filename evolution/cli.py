@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evolution.preflight import check_feasible
     from evolution.progress import RunProgress
     from evolution.selection import pareto_front
-    from evolution.summary import individual_summary
+    from evolution.summary import individual_summary, run_transfer_summary
 
     overrides = run_overrides(args)
     try:
@@ -155,6 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "stop_reason": engine.stop_reason,
         "evaluated": run.evaluated,
         "wall_seconds": round(progress.elapsed(), 1),
+        **run_transfer_summary(store, engine),
     }
     if args.json:
         _emit_json(result)
@@ -190,6 +191,8 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
         out.print("  per task: " + ", ".join(f"{t} {v:.3f}" for t, v in per_task.items()))
     if result.get("stop_reason"):
         out.print(f"stopped: {result['stop_reason']}")
+    if result.get("transfer_warning"):
+        out.print(result["transfer_warning"])
     out.print(
         f"next: evolve audit {best['id']}   evolve export --run {result['run_id']} --best -o best-model"
     )
@@ -326,7 +329,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evolution.summary import run_report
+    from evolution.summary import compute_cells, report_lines, run_report
 
     store = _open_store(args.store)
     run_id = store.resolve_run(args.run) if args.run else None
@@ -349,7 +352,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     stopped = f"; {data['stop_reason']}" if data.get("stop_reason") else ""
     table = Table(title=f"run {run_id} ({data['status']}{stopped}, task {data['task']})")
     tasks = sorted({t for g in data["generations"] for t in g["best_per_task"]})
-    for col in ("gen", "born", "evaluated", "failed", "best quality", "mean quality", "families", *tasks):
+    columns = ("gen", "born", "evaluated", "failed", "best quality", "mean quality", "families")
+    for col in (*columns, "tokens", "FLOPs", *tasks):
         table.add_column(col)
     for g in data["generations"]:
         table.add_row(
@@ -360,13 +364,17 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"{g['best_quality']:.3f}",
             f"{g['mean_quality']:.3f}",
             str(g["families"]),
+            *compute_cells(g["compute"]),
             *(f"{g['best_per_task'].get(t, 0.0):.2f}" for t in tasks),
         )
     out = _out()
     out.print(table)
+    out.print("tokens, FLOPs: what the generation's real evaluations trained (cache hits are free)")
     if tasks:
         out.print("per-task columns: normalised accuracy of each generation's best individual")
     out.print(f"failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
+    for line in report_lines(data):
+        out.print(line)
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Plain-data views of individuals for the command line: run results, audits, lookups."""
+"""Plain-data views of individuals for the command line: run results, audits, lookups,
+and the run report (`run_report`: per generation, the run's training compute and its
+fidelity transfer; `report_lines` says them in text)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import re
 from typing import Any
 
 from evolution.errors import UsageError
+from evolution.transfer_audit import interval, run_transfer, transfer_warning
 from genome import Genome
 from phenotype import account
 from store import IndividualRecord, Store
@@ -197,7 +200,10 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     """Per generation: births, evaluations, failures, and the population the run selects
     from: `best_quality` and `mean_quality` (the fitness's quality over its members),
     `best_per_task` (the per-task values of its best member), `mean_per_task`, `families`
-    (distinct design families); the best quality born that generation; failure types."""
+    (distinct design families); the best quality born that generation; failure types;
+    `compute` (`compute_totals`), per generation and for the run. `transfer`: the fidelity
+    transfer per generation of a multi-fidelity run (`evolution.transfer_audit`), and
+    `transfer_warning` when its Spearman ρ is below 0.3."""
     from evolution.config import RunConfig
     from evolution.evaluating import quality_of, stored_result
     from evolution.space import SPACES
@@ -211,6 +217,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     generations = []
     failures: dict[str, int] = {}
     operators: dict[str, int] = {}
+    compute = compute_totals(individuals, run.task, len(config.tasks) > 1)
     for g in range(run.generations):
         born = [i for i in individuals if i.generation == g]
         evaluated = [i for i in born if i.evaluation is not None and i.evaluation.individual_id == i.id]
@@ -243,8 +250,10 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
                     (quality_of(i.metrics or {}) for i in born if i.status == "ok"), default=0.0
                 ),
                 "families": len({space.family(space.parse(m.yaml)) for m in members}),
+                "compute": compute.get(g, _no_compute()),
             }
         )
+    transfer = run_transfer(store, run_id, config, space, individuals)
     return {
         "run_id": run_id,
         "status": run.status,
@@ -254,4 +263,129 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         "generations": generations,
         "failures": failures,
         "operators": operators,
+        "compute": _total(compute.values(), table=_is_table_space(space)),
+        "transfer": transfer,
+        "transfer_warning": transfer_warning(transfer),
     }
+
+
+def run_transfer_summary(store: Store, engine: Any) -> dict[str, Any]:
+    """What `evolve run` adds to its summary: `transfer` (the run's latest fidelity
+    transfer row, None for a single-fidelity run) and `transfer_warning`."""
+    if engine.transfer is None:
+        return {"transfer": None, "transfer_warning": None}
+    rows = run_transfer(store, engine.run_id, engine.config, engine.space)
+    return {"transfer": rows[-1] if rows else None, "transfer_warning": transfer_warning(rows)}
+
+
+COMPUTE_METRICS = ("train_tokens", "train_flops")
+
+
+def _no_compute() -> dict[str, Any]:
+    return {"train_tokens": 0, "train_flops": 0, "evaluations": 0, "failed": 0, "without": {}}
+
+
+def compute_totals(individuals: list[IndividualRecord], task: str, several_tasks: bool) -> dict[int, dict]:
+    """Training compute per generation of birth, over the run's REAL evaluations: rows of
+    its births that are neither copied from another run (`metrics["cached_from"]`: a cache
+    hit trains nothing) nor, with several tasks, the run's per-task-mean row on `task` (what
+    `Evaluator.count_spent` counts). Each: `train_tokens` and `train_flops` summed over the
+    rows that record them, `evaluations`, `failed` (of those, not ok: a failure records no
+    compute) and `without` (metric -> rows lacking it: failures, and rows written before
+    the trainer recorded compute)."""
+    out: dict[int, dict] = {}
+    seen: set[int] = set()
+    for rec in individuals:
+        for e in rec.evaluations:
+            metrics = e.metrics or {}
+            if e.id in seen or e.individual_id != rec.id or "cached_from" in metrics:
+                continue
+            if several_tasks and e.task == task:
+                continue
+            seen.add(e.id)
+            bucket = out.setdefault(rec.generation, _no_compute())
+            bucket["evaluations"] += 1
+            bucket["failed"] += e.status != "ok"
+            for name in COMPUTE_METRICS:
+                value = metrics.get(name)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    bucket[name] += value
+                else:
+                    bucket["without"][name] = bucket["without"].get(name, 0) + 1
+    return out
+
+
+def _total(buckets: Any, table: bool) -> dict[str, Any]:
+    total = _no_compute()
+    for bucket in buckets:
+        for key in ("train_tokens", "train_flops", "evaluations", "failed"):
+            total[key] += bucket[key]
+        for name, count in bucket["without"].items():
+            total["without"][name] = total["without"].get(name, 0) + count
+    total["measured"] = not table
+    return total
+
+
+def _is_table_space(space: Any) -> bool:
+    """A space whose evaluations are table look-ups (NAS-Bench-201): no training compute."""
+    from evaluation.table import TableEvaluator
+
+    return isinstance(space.local_pool(), TableEvaluator)
+
+
+def human(value: float) -> str:
+    """A count in 3 significant digits with an SI prefix: 61.4k, 1.23G."""
+    for prefix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{prefix}"
+    return f"{value:.3g}"
+
+
+def compute_cells(compute: dict[str, Any]) -> tuple[str, str]:
+    """A generation's (tokens, FLOPs) for the report's table: "-" where none recorded it."""
+    cells = []
+    for name in COMPUTE_METRICS:
+        recorded = compute["evaluations"] - compute["without"].get(name, 0)
+        cells.append(human(compute[name]) if recorded else "-")
+    return cells[0], cells[1]
+
+
+def report_lines(data: dict[str, Any]) -> list[str]:
+    """The run's compute and fidelity transfer as text lines (after the report's table)."""
+    c = data["compute"]
+    if not c["measured"]:
+        lines = [
+            f"compute: not recorded: the {data['config'].get('space')} space's {c['evaluations']} "
+            "evaluations are table look-ups, and the table gives no training tokens or FLOPs"
+        ]
+    else:
+        lines = [
+            f"compute: {c['train_tokens']:,} training tokens, {c['train_flops']:.3g} training FLOPs "
+            f"over {c['evaluations']} real evaluations (cache hits excluded)"
+        ]
+        lacking = max(c["without"].values(), default=0)
+        if lacking:
+            old = lacking - c["failed"]
+            lines.append(
+                f"  {lacking} of them record no compute ({c['failed']} failed"
+                + (f", {old} written before compute was recorded" if old > 0 else "")
+                + "): the totals cover the rest"
+            )
+    if data["transfer"]:
+        first = data["transfer"][0]
+        lines.append(
+            f"fidelity transfer (quality after {first['lower_fidelity']} vs {first['higher_fidelity']} "
+            "steps, candidates trained at both, cumulative; 95% bootstrap intervals):"
+        )
+        for t in data["transfer"]:
+            rho = "undefined" if t["spearman"] is None else f"{t['spearman']:.2f}"
+            tau = "undefined" if t["kendall"] is None else f"{t['kendall']:.2f}"
+            lines.append(
+                f"  gen {t['generation']}: n {t['n']}, Spearman ρ {rho} "
+                f"{interval(t['spearman_low'], t['spearman_high'])}, Kendall τ {tau} "
+                f"{interval(t['kendall_low'], t['kendall_high'])}"
+                + ("" if t["stored"] else " (computed on read)")
+            )
+    if data["transfer_warning"]:
+        lines.append(data["transfer_warning"])
+    return lines
