@@ -20,12 +20,15 @@ Why the bootstrap rather than Fisher's z (var 1.06/(n−3) for ρ, 0.437/(n−4)
 simulation here (bivariate normal of correlation r, n = 6, 10, 20, 50, 400-600 samples a
 cell, so ±0.01), these intervals covered the population Spearman and Kendall values
 93-98 % of the time at r = 0 and 0.3, and 96-99 % at r = 0.9 from n = 10 (89 % at n = 6);
-Fisher's z covered 93-97 % at r ≤ 0.6 but 86-93 % at r = 0.9 up to n = 20. Neither is
-to be trusted much below ten candidates; ``n`` is given beside every number for that
-reason.
+Fisher's z covered 93-97 % at r ≤ 0.6 but 86-93 % at r = 0.9 up to n = 20. Below six
+candidates the bootstrap fails (55-74 % at r = 0.9, n = 4 and 5: resamples of so few
+repeat the same points), so no interval is given there (:data:`MIN_INTERVAL_PAIRS`).
+Neither is to be trusted much below ten candidates; ``n`` is given beside every number
+for that reason.
 
 Undefined values are None: a correlation needs :data:`MIN_PAIRS` candidates and neither
-side constant; an interval needs at least half of the resamples defined.
+side constant; an interval needs :data:`MIN_INTERVAL_PAIRS` and at least half of the
+resamples defined.
 :data:`WEAK_TRANSFER` (ρ < 0.3) is where the lower fidelity's ranking says little about
 the higher one's (:func:`is_weak`).
 """
@@ -43,6 +46,7 @@ from scipy import stats
 
 WEAK_TRANSFER = 0.3  # Spearman's ρ below this: the cheap ranking barely predicts the dear one
 MIN_PAIRS = 3  # fewer candidates: no correlation (two points always correlate ±1)
+MIN_INTERVAL_PAIRS = 6  # fewer: no interval (the bootstrap undercovers badly, see above)
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 _KENDALL_VECTOR_MAX = 256  # up to this n, resampled τ-b as one array sum; above, scipy per resample
@@ -90,6 +94,8 @@ def rank_transfer(
         return RankTransfer(n)
     spearman = _finite(stats.spearmanr(x, y).statistic)
     kendall = _finite(stats.kendalltau(x, y).statistic)
+    if n < MIN_INTERVAL_PAIRS:
+        return RankTransfer(n, spearman, kendall=kendall)
     index = np.random.default_rng(seed).integers(n, size=(resamples, n))
     xs, ys = x[index], y[index]
     s_low, s_high = _percentile_interval(_spearman_rows(xs, ys), confidence)
@@ -164,6 +170,7 @@ def _kendall_rows(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
 
 __all__ = [
     "CONFIDENCE",
+    "MIN_INTERVAL_PAIRS",
     "MIN_PAIRS",
     "RESAMPLES",
     "WEAK_TRANSFER",

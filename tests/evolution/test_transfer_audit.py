@@ -16,7 +16,7 @@ from scipy import stats
 
 from evaluation import EvalResult
 from evaluation.table import InProcessPool
-from evaluation.transfer import WEAK_TRANSFER, is_weak, rank_transfer
+from evaluation.transfer import MIN_INTERVAL_PAIRS, WEAK_TRANSFER, is_weak, rank_transfer
 from evolution import cli
 from evolution.engine import Engine, RunConfig
 from evolution.evaluating import quality_of
@@ -78,6 +78,9 @@ def test_a_multi_fidelity_run_stores_its_transfer_per_generation_as_scipy_comput
         assert t.n == len(low) >= 4
         assert t.spearman == pytest.approx(stats.spearmanr(low, high).statistic, abs=1e-12)
         assert t.kendall == pytest.approx(stats.kendalltau(low, high).statistic, abs=1e-12)
+        if t.n < MIN_INTERVAL_PAIRS:  # too few for a bootstrap interval
+            assert (t.spearman_low, t.spearman_high, t.kendall_low, t.kendall_high) == (None,) * 4
+            continue
         assert (t.spearman_low, t.spearman_high) == pytest.approx(
             bootstrap_with_scipy(low, high, stats.spearmanr), abs=1e-9
         )
@@ -85,6 +88,7 @@ def test_a_multi_fidelity_run_stores_its_transfer_per_generation_as_scipy_comput
             bootstrap_with_scipy(low, high, stats.kendalltau), abs=1e-9
         )
     assert rows[1].n > rows[0].n  # cumulative: generation 1 adds its promoted children
+    assert rows[1].n >= MIN_INTERVAL_PAIRS and rows[1].spearman_low is not None
 
 
 def test_the_report_shows_the_stored_transfer(multi_run, capsys):
@@ -182,6 +186,8 @@ def test_rank_transfer_takes_any_two_lists():
     assert t.spearman_low <= t.spearman <= t.spearman_high
     assert rank_transfer(small, large) == t  # a fixed seed: the same interval every time
     assert rank_transfer([1, 2], [1, 2]).spearman is None  # too few candidates
+    few = rank_transfer(small[:5], large[:5])
+    assert few.spearman is not None and few.spearman_low is None  # no interval below six
     assert rank_transfer([1, 1, 1, 1], [1, 2, 3, 4]).spearman is None  # a constant side
     with pytest.raises(ValueError, match="differ in length"):
         rank_transfer([1, 2, 3], [1, 2])
