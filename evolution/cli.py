@@ -215,7 +215,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             "created": r.created.isoformat(timespec="seconds"),
             "task": r.task,
             "seed": r.seed,
-            "strategy": r.config.get("strategy", "nsga2"),
+            "strategy": r.config.get("strategy", "scale" if r.config.get("kind") == "scale" else "nsga2"),
             "top_operators": top_operators(store.policy(r.id), 3),
         }
         for r in runs
@@ -551,6 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     from evolution.replay import add_replay_command
 
     add_replay_command(sub, common)
+    from evolution.scale_cli import add_scale_command
+
+    add_scale_command(sub, common)
     return parser
 
 

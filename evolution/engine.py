@@ -144,6 +144,8 @@ class Engine:
         record = store.get_run(run_id)
         if record is None:
             raise KeyError(f"no run {run_id!r} in this store")
+        if record.config.get("kind") == "scale":  # its generations are points of a ladder
+            raise KeyError(f"run {run_id} is an evolve scale ladder, not a search: run evolve scale again")
         config = RunConfig.from_dict({**record.config, **overrides})
         store.set_run_status(run_id, "running")
         return cls(config, store, pool, run_id=run_id, on_event=on_event)
