@@ -53,6 +53,10 @@ DEFAULT_TOKENS_PER_PARAM = 20.0
 DEFAULT_SEEDS = 2
 DEFAULT_TIMEOUT_S = 86_400.0  # per point: a ladder's largest rung may train for hours
 MAX_SEEDS = 100
+# Repeating the training data up to about 4 epochs costs little against new data; beyond, the
+# held-out loss measures memorisation more than scale (Muennighoff et al. 2023, "Scaling
+# Data-Constrained Language Models"): a ladder that goes further is warned about.
+MAX_EPOCHS = 4.0
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ class Point:
     metrics: dict[str, Any] = field(default_factory=dict)
     evaluation_id: int | None = None
     origin: str = ""  # "stored", "copied" (from another run), "trained"
+    epochs: float | None = None  # passes over the task's training text, where it is finite
 
     def key(self, task: str) -> tuple[str, str, int, int]:
         return (self.genome_id, task, self.steps, self.seed)
@@ -130,6 +135,7 @@ class Point:
             "origin": self.origin,
             "evaluation_id": self.evaluation_id,
             "train_seconds": self.metrics.get("train_seconds"),
+            "epochs": self.epochs,
         }
 
 
@@ -147,6 +153,7 @@ class Plan:
     tokens_per_step: int
     points: list[Point]
     run_id: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -196,6 +203,7 @@ def make_plan(
         raise LadderError("no token budget")
     t = get_task(task)
     per_step = t.train_batch_size * t.seq_len
+    data = getattr(t, "train_split_tokens", None)  # a finite training text (bytelm)
     rungs = ladder(design, axis, sizes)
     points = []
     for i, rung in enumerate(rungs):
@@ -214,9 +222,22 @@ def make_plan(
                         steps,
                         steps * per_step,
                         seed_of(rung.genome.id, task, k),
+                        epochs=None if not data else steps * per_step / data,
                     )
                 )
-    return Plan(design, axis, task, rungs, list(budgets), seeds, timeout_s, per_step, points)
+    plan = Plan(design, axis, task, rungs, list(budgets), seeds, timeout_s, per_step, points)
+    repeated = [p for p in points if p.epochs is not None and p.epochs > MAX_EPOCHS]
+    if repeated and data:
+        worst = max(repeated, key=lambda p: p.epochs or 0.0)
+        many = len({p.params for p in repeated})
+        need = math.ceil(worst.tokens / MAX_EPOCHS / 0.9 / 1e6)  # MB of text, 90 % of it for training
+        plan.warnings.append(
+            f"{many} size(s) from {min(p.params for p in repeated):,} parameters repeat the "
+            f"{data:,}-token training text more than {MAX_EPOCHS:g} times (up to {worst.epochs:.1f} at "
+            f"{worst.params:,}): their held-out loss measures memorisation more than scale; use a text of "
+            f"at least {need} MB (--task bytelm:PATH), fewer tokens per parameter or smaller sizes"
+        )
+    return plan
 
 
 # -- the store -------------------------------------------------------------------------------
@@ -444,6 +465,7 @@ def plan_summary(plan: Plan, n_boot: int) -> tuple[dict[str, Any], PowerLawFit]:
         "rungs": [{**r.to_dict(), "lr": learning_rate(r.shape.width)} for r in plan.rungs],
         "points": points,
         "fit": fit_dict(fit),
+        "warnings": list(plan.warnings),
     }
     if len(plan.budgets) > 1:
         out["fits"] = [fit_dict(fit)] + [

@@ -255,6 +255,8 @@ def _announce(err: Console, rec: Any) -> None:
         f"× {plan.seeds} seeds, {budgets}, on {plan.task}; run {rec.run_id}"
         f"{' (resumed)' if rec.resumed else ''}: {have} of {len(plan.points)} points stored"
     )
+    for warning in plan.warnings:
+        err.print(f"WARNING: {warning}")
 
 
 def _progress(err: Console, started: float) -> Any:
@@ -293,6 +295,8 @@ def _print_ladder(out: Console, data: dict[str, Any]) -> None:
         )
     out.print(table)
     f = data["fit"]
+    for warning in data["warnings"]:
+        out.print(f"WARNING: {warning}")
     out.print(
         f"L(N) = E + A·N^-α: E {_ci(f['E'], f['E_ci'])}, A {_ci(f['A'], f['A_ci'])}, "
         f"α {_ci(f['alpha'], f['alpha_ci'])} ({f['confidence']:.0%} intervals, {f['n_boot']} bootstrap "

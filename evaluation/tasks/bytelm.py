@@ -74,6 +74,11 @@ class ByteLM(Task):
         return int(len(self.corpus) * (1 - HELD_OUT_FRACTION))
 
     @property
+    def train_split_tokens(self) -> int:
+        """Tokens (bytes) of the training part of the corpus: training on more repeats it."""
+        return self._split
+
+    @property
     def chance_accuracy(self) -> float:  # type: ignore[override]
         return float(torch.bincount(self.corpus, minlength=256).max()) / len(self.corpus)
 

@@ -196,6 +196,19 @@ def test_points_train_tokens_in_proportion_to_parameters():
     assert first.seed == scale.seed_of(first.genome_id, "bytelm", 0) != second.seed
 
 
+def test_a_ladder_that_repeats_the_training_text_is_warned_about():
+    """bytelm's default text is 466 kB: 20 tokens per parameter at 644k parameters passes over
+    its training part 31 times, and held-out loss then rises with size (measured: README)."""
+    plan = scale.make_plan(design(), "both", "bytelm", None, [scale.Budget(per_param=20)], 2)
+    assert max(p.epochs or 0 for p in plan.points) > 30
+    (warning,) = plan.warnings
+    assert "memorisation" in warning and "bytelm:PATH" in warning and "\n" not in warning
+    small = scale.make_plan(
+        design(), "both", "bytelm", [8e3, 2.5e4, 8e4, 2.7e5], [scale.Budget(tokens=122880)], 2
+    )
+    assert small.warnings == [] and all((p.epochs or 0) < 1 for p in small.points)
+
+
 # -- the command, with the known law -----------------------------------------------------------
 def test_fewer_than_four_sizes_exit_2_before_a_store_exists(tmp_path):
     db = tmp_path / "never.db"
