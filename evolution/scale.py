@@ -192,9 +192,11 @@ def make_plan(
     budgets: Sequence[Budget],
     seeds: int,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    strict: bool = True,
 ) -> Plan:
     """The ladder's points (module docstring); ``LadderError`` (one line) when it cannot
-    determine a fit: fewer than 2 seeds, or a ladder ``scale_ladder.ladder`` refuses."""
+    determine a fit: fewer than 2 seeds, or a ladder ``scale_ladder.ladder`` refuses
+    (``strict``: as there)."""
     if seeds < 2:
         raise LadderError(f"{seeds} seed(s): an interval needs at least 2 seeds at every size (--seeds)")
     if seeds > MAX_SEEDS:
@@ -204,7 +206,7 @@ def make_plan(
     t = get_task(task)
     per_step = t.train_batch_size * t.seq_len
     data = getattr(t, "train_split_tokens", None)  # a finite training text (bytelm)
-    rungs = ladder(design, axis, sizes)
+    rungs = ladder(design, axis, sizes, strict=strict)
     points = []
     for i, rung in enumerate(rungs):
         for j, budget in enumerate(budgets):

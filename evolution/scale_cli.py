@@ -171,14 +171,30 @@ def plans(args: argparse.Namespace) -> list[Any]:
             budgets = [Budget(per_param=r) for r in args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]]
         design = _design(args.target, args.store, pinned)
         out = [make_plan(design, args.axis, args.task, args.sizes, budgets, args.seeds, args.timeout)]
-        if args.against:
-            sizes = args.sizes or [r.params for r in out[0].rungs]
+        if args.against:  # OTHER at TARGET's sizes, as near as its axis allows
             other = _design(args.against, args.store, pinned)
-            out.append(make_plan(other, args.axis, args.task, sizes, budgets, args.seeds, args.timeout))
+            given = args.sizes is not None
+            sizes = args.sizes or [r.params for r in out[0].rungs]
+            try:
+                out.append(
+                    make_plan(other, args.axis, args.task, sizes, budgets, args.seeds, args.timeout, given)
+                )
+            except LadderError:
+                if given:
+                    raise
+                # its own default ladder; the overlap with TARGET's is checked below
+                out.append(make_plan(other, args.axis, args.task, None, budgets, args.seeds, args.timeout))
     except LadderError as e:
         raise UsageError(str(e)) from None
-    if len(out) > 1 and out[0].ladder_key() == out[1].ladder_key():
-        raise UsageError(f"--against {args.against} is the same ladder as {args.target}")
+    if len(out) > 1:
+        if out[0].ladder_key() == out[1].ladder_key():
+            raise UsageError(f"--against {args.against} is the same ladder as {args.target}")
+        (a_lo, a_hi), (b_lo, b_hi) = ((p.rungs[0].params, p.rungs[-1].params) for p in out)
+        if max(a_lo, b_lo) >= min(a_hi, b_hi):
+            raise UsageError(
+                f"the ladders share no sizes ({a_lo:,}-{a_hi:,} and {b_lo:,}-{b_hi:,} parameters): "
+                "a comparison would extrapolate; give --sizes"
+            )
     return out
 
 

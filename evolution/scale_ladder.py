@@ -8,8 +8,9 @@ A ladder keeps a genome's architecture and changes its size along one axis
 * ``depth`` (``copies`` is the same axis): the deepest coding region stacked ``d`` times (its
   promoter's ``copies``), every other coding region in proportion; a region without a promoter
   gets one once it needs more than one copy;
-* ``both`` (the default): width on the grid and depth ``max(1, round(d0 · w / w0))``, the base
-  shape's aspect ratio ``(w0, d0)``;
+* ``both`` (the default): width on the grid and depth ``d0 · w / w0`` rounded down and up (both
+  shapes are candidates, so the ladder is not held to depth's coarse steps), the base shape's
+  aspect ratio ``(w0, d0)``;
 * ``regulatory``: the width (``hidden`` / ``width``) of every base in a regulatory region;
   refused for a genome without one.
 
@@ -231,7 +232,9 @@ class Design:
         elif axis in ("depth", "copies"):
             yield from (Shape(b.width, d) for d in range(1, MAX_COPIES + 1))
         elif axis == "both":
-            yield from (Shape(w, max(1, round(b.depth * w / b.width))) for w in width_grid())
+            for w in width_grid():
+                x = b.depth * w / b.width
+                yield from (Shape(w, d) for d in sorted({max(1, math.floor(x)), max(1, math.ceil(x))}))
         elif axis == "regulatory":
             if not self.regulatory_widths:
                 raise LadderError(
@@ -264,9 +267,12 @@ def ladder(
     axis: str,
     sizes: Sequence[float] | None,
     params_of: Callable[[Genome], int] | None = None,
+    strict: bool = True,
 ) -> list[Rung]:
     """The rungs of ``design`` along ``axis`` nearest ``sizes`` (parameter targets; default
-    ``default_targets``); module docstring for the refusals."""
+    ``default_targets``); module docstring for the refusals. Targets not given (or given with
+    ``strict`` False) that the axis misses, or that share a shape, are dropped instead, as long
+    as 4 sizes over 1.5 decades remain."""
     if params_of is None:
         from phenotype import account
 
@@ -275,27 +281,30 @@ def ladder(
 
     if sizes is not None:
         check_sizes(sizes)
+    strict = strict and sizes is not None
     top = max(sizes) if sizes else None
-    cands: list[Rung] = []
+    found: list[Rung] = []
     for shape in design.shapes(axis):
         g = design.genome(shape)
         if g is None:
             continue
         p = params_of(g)
-        if cands and p <= cands[-1].params:
-            continue
-        cands.append(Rung(shape, p, g))
-        if top is None and len(cands) == 1:
+        found.append(Rung(shape, p, g))
+        if top is None:
             top = default_targets(p)[-1]
-        if top is not None and p >= TOLERANCE * top:
+        if p >= TOLERANCE * top:
             break
-    if not cands:
+    if not found:
         raise LadderError(f"no valid genome along the {axis} axis from {design.source}")
+    cands: list[Rung] = []
+    for r in sorted(found, key=lambda r: r.params):  # `both` interleaves two depths per width
+        if not cands or r.params > cands[-1].params:
+            cands.append(r)
     targets = list(sizes) if sizes else default_targets(cands[0].params)
     chosen: list[Rung] = []
     for t in sorted(targets):
         best = min(cands, key=lambda c: abs(math.log(c.params / t)))
-        if abs(math.log(best.params / t)) > math.log(TOLERANCE) and sizes is None:
+        if abs(math.log(best.params / t)) > math.log(TOLERANCE) and not strict:
             continue  # a default target the coarse axis misses: checked below
         if abs(math.log(best.params / t)) > math.log(TOLERANCE):
             far = "largest" if best is cands[-1] else "smallest" if best is cands[0] else "nearest"
@@ -304,7 +313,7 @@ def ladder(
                 f"{best.params:,} at width {best.shape.width}, depth {best.shape.depth}): "
                 "use other --sizes or another axis"
             )
-        if chosen and best is chosen[-1] and sizes is None:
+        if chosen and best is chosen[-1] and not strict:
             continue  # a default target: the coarse axis gives fewer sizes, checked below
         if chosen and best is chosen[-1]:
             raise LadderError(
@@ -314,11 +323,17 @@ def ladder(
         chosen.append(best)
     try:
         check_sizes([c.params for c in chosen])
-    except LadderError as e:
+    except LadderError:
+        if strict:
+            lo, hi = chosen[0].params, chosen[-1].params
+            raise LadderError(
+                f"{design.source}: the models along the {axis} axis nearest the sizes span "
+                f"{math.log10(hi / lo):.2f} decades ({lo:,} to {hi:,} parameters): a fit needs "
+                f"{MIN_DECADES:g}; widen the --sizes"
+            ) from None
         lo, hi = cands[0].params, cands[-1].params
         raise LadderError(
             f"the {axis} axis of {design.source} gives {len(chosen)} sizes from {lo:,} to {hi:,} parameters "
             f"({math.log10(hi / lo):.2f} decades): a fit needs {MIN_SIZES} sizes over {MIN_DECADES:g} decades"
-            + (f" ({e})" if sizes is not None else "")
         ) from None
     return chosen

@@ -32,7 +32,7 @@ from phenotype import account
 from store import Store
 
 PINNED = {"vocab": 257, "max_len": 64}  # bytelm's
-SIZES = "8k,25k,80k,270k"
+SIZES = "8k,25k,80k,400k"
 E, A, ALPHA = 1.5, 40.0, 0.35
 GENOME = {  # a gated attention + swiglu stack under a promoter, and a mamba region
     "regions": [
@@ -197,14 +197,15 @@ def test_points_train_tokens_in_proportion_to_parameters():
 
 
 def test_a_ladder_that_repeats_the_training_text_is_warned_about():
-    """bytelm's default text is 466 kB: 20 tokens per parameter at 644k parameters passes over
-    its training part 31 times, and held-out loss then rises with size (measured: README)."""
+    """bytelm's default text is 466 kB: 20 tokens per parameter at the default ladder's 492k
+    parameters pass over its training part 23 times, and held-out loss then rises with size
+    (measured: README)."""
     plan = scale.make_plan(design(), "both", "bytelm", None, [scale.Budget(per_param=20)], 2)
-    assert max(p.epochs or 0 for p in plan.points) > 30
+    assert max(p.epochs or 0 for p in plan.points) > 20
     (warning,) = plan.warnings
     assert "memorisation" in warning and "bytelm:PATH" in warning and "\n" not in warning
     small = scale.make_plan(
-        design(), "both", "bytelm", [8e3, 2.5e4, 8e4, 2.7e5], [scale.Budget(tokens=122880)], 2
+        design(), "both", "bytelm", [8e3, 2.5e4, 8e4, 4e5], [scale.Budget(tokens=122880)], 2
     )
     assert small.warnings == [] and all((p.epochs or 0) < 1 for p in small.points)
 
@@ -258,7 +259,7 @@ def test_a_ladder_is_a_run_and_a_second_invocation_trains_nothing(tmp_path, pool
     assert rows(db) == before and again["run_id"] == data["run_id"]
     assert again["fit"] == fit and {p["origin"] for p in again["points"]} == {"stored"}
     code, text, _ = evolve(*argv, "--store", f"sqlite:///{db}")  # the table
-    assert code == 0 and "L(N) = E + A·N^-α" in text and "270k" not in text
+    assert code == 0 and "L(N) = E + A·N^-α" in text and "366,528" in text
     code, out, _ = evolve("runs", "--json", "--store", f"sqlite:///{db}")
     assert json.loads(out)[0]["strategy"] == "scale"
     code, _, err = evolve("run", "--resume", data["run_id"], "--store", f"sqlite:///{db}")
@@ -320,6 +321,20 @@ def test_a_genome_file_against_a_preset(tmp_path, pools):
         "scale", str(path), "--against", str(path), "--tokens-per-param", "2", "--store", db
     )
     assert code == 2 and "same ladder" in err
+
+
+def test_against_with_default_sizes_takes_the_nearest_models_of_the_other_axis(tmp_path, pools):
+    db = f"sqlite:///{tmp_path / 'v.db'}"
+    code, out, err = evolve(
+        "scale", "preset:gpt2-small", "--against", "preset:mamba-130m", "--json", "--store", db
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    mine, theirs = ([r["params"] for r in d["rungs"]] for d in (data, data["other"]))
+    assert len(theirs) >= 4 and math.log10(theirs[-1] / theirs[0]) >= 1.5
+    lo, hi = data["comparison"]["params_range"]
+    assert lo == max(mine[0], theirs[0]) and hi == min(mine[-1], theirs[-1])
+    assert data["warnings"] and data["other"]["warnings"]  # 20 tokens/param on bytelm's small text
 
 
 def test_several_token_budgets_fit_the_loss_surface(tmp_path, pools):
