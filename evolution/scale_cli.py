@@ -288,8 +288,12 @@ def _progress(err: Console, started: float) -> Any:
     return on_point
 
 
+def _num(v: float) -> str:
+    return "0" if abs(v) < 1e-9 else f"{v:.4g}"  # a floor fitted at its bound prints as 0
+
+
 def _ci(v: float, ci: list[float]) -> str:
-    return f"{v:.4g} [{ci[0]:.4g}, {ci[1]:.4g}]"
+    return f"{_num(v)} [{_num(ci[0])}, {_num(ci[1])}]"
 
 
 def _print_ladder(out: Console, data: dict[str, Any]) -> None:
