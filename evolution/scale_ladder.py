@@ -1,7 +1,7 @@
 """Size ladders of one design for `evolve scale`: a genome at other widths and depths.
 
 A ladder keeps a genome's architecture and changes its size along one axis
-(``Design.genome(width, depth, gate)`` builds one shape):
+(``Design.genome(Shape(width, depth, gate))`` builds one):
 
 * ``width``: ``d_model`` on the grid ``width_grid()`` (16, 32, ... 256, then steps of about
   4 %, multiples of 16), depth fixed at the base's;
@@ -29,7 +29,9 @@ Rungs: for each parameter target the shape along the axis whose parameter count
 (``phenotype.account``) is nearest in log; refused (``LadderError``, one line) when a target
 has no shape within a factor of 2, two targets give one shape, fewer than ``MIN_SIZES`` sizes
 remain or they span less than ``MIN_DECADES``. The default targets run from
-``max(10_000, the axis' smallest model)`` up 1.7 decades (×50) in 5 log-even steps.
+``max(10_000, the axis' smallest model)`` up 1.7 decades (×50) in 5 log-even steps; one the
+axis misses, or that shares a shape with another, is dropped while 4 sizes over 1.5 decades
+remain (``strict=False`` treats given targets so too).
 """
 
 from __future__ import annotations
