@@ -46,6 +46,7 @@ from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed, get_task  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
 from evolution.protocols import SearchSpace
+from evolution.strategies import below_floor
 from evolution.types import Candidate, Event, GenerationReport, TaskResult
 from store import EvaluationIn, Store
 
@@ -58,11 +59,6 @@ OBJECTIVE_METRICS = {
     "flops": ("flops_per_token",),
     "latency": ("infer_latency_ms", "latency"),
 }
-
-
-def below_floor(quality: float, floor: float | None) -> bool:
-    """Whether a quality misses the run's floor (`RunConfig.quality_floor`; None: none)."""
-    return floor is not None and quality < floor
 
 
 def objective_value(metrics: dict[str, Any], objective: str) -> float:

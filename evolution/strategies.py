@@ -30,6 +30,11 @@ def _key(ind: Candidate) -> tuple[float, float]:
     return (ind.rank, -ind.fitness.crowding_dist)
 
 
+def below_floor(quality: float, floor: float | None) -> bool:
+    """Whether a quality misses the run's floor (`RunConfig.quality_floor`; None: none)."""
+    return floor is not None and quality < floor
+
+
 class NSGA2:
     name = "nsga2"
     breeds = True
@@ -43,9 +48,7 @@ class NSGA2:
     def breeders(self, population: Sequence[Candidate]) -> list[Candidate]:
         """The members that may breed: those at or above the quality floor when at least
         two are, else everyone."""
-        if self.quality_floor is None:
-            return list(population)
-        above = [c for c in population if c.fitness.values[0] >= self.quality_floor]
+        above = [c for c in population if not below_floor(c.fitness.values[0], self.quality_floor)]
         return above if len(above) >= 2 else list(population)
 
     def mates(self, population: Sequence[Candidate], n: int, rng: random.Random) -> list:
