@@ -17,12 +17,11 @@ from rich.table import Table
 from rich.text import Text
 
 from evolution.errors import UsageError
-from genome import GenomeError, load_genome
+from genome import GenomeError
 
 if TYPE_CHECKING:
     from evaluation.protocol import Pool
     from evolution.engine import Engine
-    from genome import Genome
     from store import Store
 
 DEFAULT_STORE = "sqlite:///evolve.db"
@@ -412,41 +411,6 @@ def cmd_blame(args: argparse.Namespace) -> int:
 
 
 # -- evolve genome show / validate --------------------------------------------------------
-def _load(source: str) -> Genome:
-    try:
-        return load_genome(source)
-    except GenomeError as e:
-        raise UsageError(f"{source}: {e}") from None
-
-
-def cmd_genome_show(args: argparse.Namespace) -> int:
-    from phenotype import account
-
-    genome = _load(args.source)
-    acct = account(genome, args.seq_len)
-    if args.json:
-        _emit_json({"genome_id": genome.id, "sequence": genome.sequence_view(), **acct.to_dict()})
-        return 0
-    out = _out()
-    if args.format == "yaml":
-        sys.stdout.write(genome.to_yaml())
-        return 0
-    out.print(f"genome    {genome.id}")
-    out.print(f"sequence  {genome.sequence_view()}")
-    for key, value in acct.to_dict().items():
-        out.print(f"{key:<22}{value:,}")
-    return 0
-
-
-def cmd_genome_validate(args: argparse.Namespace) -> int:
-    genome = _load(args.source)
-    if args.json:
-        _emit_json({"valid": True, "genome_id": genome.id})
-    else:
-        _out().print(f"valid: {genome.id}")
-    return 0
-
-
 # -- evolve export ------------------------------------------------------------------------
 def cmd_export(args: argparse.Namespace) -> int:
     from evolution.export import export_individual
@@ -529,16 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--html", metavar="FILE", help="write the self-contained HTML report instead")
     report.set_defaults(func=cmd_report)
 
-    genome = sub.add_parser("genome", help="show or validate a genome")
-    gsub = genome.add_subparsers(dest="genome_command", required=True)
-    show = gsub.add_parser("show", parents=[common], help="sequence view and accounting")
-    show.add_argument("source", help="FILE or preset:NAME")
-    show.add_argument("--format", choices=("text", "yaml"), default="text")
-    show.add_argument("--seq-len", type=int, default=2048, help="context for FLOPs (2048)")
-    show.set_defaults(func=cmd_genome_show)
-    validate = gsub.add_parser("validate", parents=[common], help="exit 0 if valid, 2 if not")
-    validate.add_argument("source", help="FILE or preset:NAME")
-    validate.set_defaults(func=cmd_genome_validate)
+    from evolution.genome_cli import add_genome_command
+
+    add_genome_command(sub, common)
 
     export = sub.add_parser("export", parents=[common], help="export a trained phenotype")
     export.add_argument("--run", help="run id or a prefix of one (default: the latest run)")
