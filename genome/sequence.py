@@ -4,7 +4,13 @@
 
 Regions appear in order as S (structural), P (promoter), C (coding), R (regulatory); every
 base is written `TYPE:kind(params)` with only the params that differ from their defaults;
-edges follow a bar. The view is lossy on purpose: the YAML is the canonical form.
+edges follow a bar. A regulatory region in a hierarchy (an `activates`/`represses` edge
+joins it to another regulatory region) is labelled with its id, so that the edges can be
+read against the regions:
+
+    S[...] r1=R[C:gate] r2=R[C:gate(hidden=8)] C[A:swiglu] | r1>r2:represses r2>c3:activates
+
+The view is lossy on purpose: the YAML is the canonical form.
 """
 
 from __future__ import annotations
@@ -25,8 +31,20 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _in_hierarchy(genome: Genome) -> set[str]:
+    """Ids of the regulatory regions that an edge joins to another regulatory region."""
+    regulatory = {r.id for r in genome.regions if r.type == "regulatory"}
+    return {
+        end
+        for e in genome.edges
+        if e.source in regulatory and e.target in regulatory
+        for end in (e.source, e.target)
+    }
+
+
 def sequence_view(genome: Genome) -> str:
     parts: list[str] = []
+    labelled = _in_hierarchy(genome)
     for r in genome.regions:
         s = r.settings_dict
         if r.type == "structural":
@@ -49,7 +67,8 @@ def sequence_view(genome: Genome) -> str:
                 spec = KINDS[b.gene.kind].params
                 shown = [f"{k}={_fmt(v)}" for k, v in b.gene.params if v != spec[k].default]
                 bases.append(f"{b.type}:{b.gene.kind}" + (f"({','.join(shown)})" if shown else ""))
-            parts.append(f"{'C' if r.type == 'coding' else 'R'}[{' '.join(bases)}]")
+            label = f"{r.id}=" if r.id in labelled else ""
+            parts.append(f"{label}{'C' if r.type == 'coding' else 'R'}[{' '.join(bases)}]")
     view = " ".join(parts)
     if genome.edges:
         view += " | " + " ".join(f"{e.source}>{e.target}:{e.kind}" for e in genome.edges)

@@ -7,8 +7,10 @@ Rules:
 - hyperparameters are known, typed (an integer is an integer), inside sanity bounds, and
   consistent with the structural settings (heads divide the width, ...);
 - edges join existing regions; `activates`/`represses` run from a regulatory region to a
-  later coding region; `loop` joins two coding regions forwards; `shares` joins two coding
-  regions with identical genes (so the weights fit) and a target shares from one source;
+  later coding region, or to a later regulatory region that emits a signal (one with a
+  `gate` base): a regulatory hierarchy, where one regulator gates another's signal;
+  `loop` joins two coding regions forwards; `shares` joins two coding regions with
+  identical genes (so the weights fit) and a target shares from one source;
   every edge points downstream, so no edge set can form a cycle: the genome's region order
   is a topological order of its regulatory graph, and the order the phenotype runs in.
 
@@ -36,6 +38,7 @@ from genome.schema import (
     fill,
 )
 
+SIGNAL_KIND = "gate"  # the regulatory kind whose outputs make up a region's signal
 _ID = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
 
@@ -141,6 +144,12 @@ def parse_document(doc: Any) -> Genome:
     return Genome(tuple(regions), edges)
 
 
+def emits_signal(region: Region) -> bool:
+    """Whether a regulatory region emits a signal that another regulator can gate: it
+    holds a `gate` base (an allosteric-only region sends none)."""
+    return any(b.gene.kind == SIGNAL_KIND for b in region.bases)
+
+
 def _edges(raw_edges: Any, regions: list[Region]) -> tuple[Edge, ...]:
     if not isinstance(raw_edges, list):
         raise GenomeError("edges must be a list")
@@ -163,8 +172,12 @@ def _edges(raw_edges: Any, regions: list[Region]) -> tuple[Edge, ...]:
         pairs.add((src, dst))
         (i, rs), (j, rt) = by_id[src], by_id[dst]
         if kind in ("activates", "represses"):
-            if rs.type != "regulatory" or rt.type != "coding":
-                raise GenomeError(f"{where}: {kind} runs from a regulatory to a coding region")
+            if rs.type != "regulatory" or rt.type not in ("coding", "regulatory"):
+                raise GenomeError(f"{where}: {kind} runs from a regulatory to a coding or regulatory region")
+            if rt.type == "regulatory" and not emits_signal(rt):
+                raise GenomeError(
+                    f"{where}: {kind} targets regulatory region {dst}, which emits no signal (no gate base)"
+                )
         elif rs.type != "coding" or rt.type != "coding":
             raise GenomeError(f"{where}: {kind} joins two coding regions")
         if i >= j:

@@ -60,6 +60,9 @@ def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
             n = sum(g.num_params() for g in (*stage.gates, *stage.routers))
             params, active = params + n, active + n
             flops += sum(g.flops_per_token(seq_len) for g in (*stage.gates, *stage.routers))
+            for src, _ in stage.regulated_by:  # a cascade: an upstream regulator gates this signal
+                n = edge_gate_params(width[src])
+                params, active, flops = params + n, active + n, flops + 2 * width[src]
             continue
         assert isinstance(stage, CodingStage)
         owned = stage.shares_from is None

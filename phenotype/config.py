@@ -8,6 +8,9 @@ Expression rules:
 - a `shares` target reuses the source region's layers (copy i uses source copy i mod n);
 - a `loop` edge adds α·(source region's output) to the target region's output (α learned,
   initialised at 0 so the skip starts closed);
+- an `activates`/`represses` edge between two regulatory regions scales the target's
+  signal by a gate read from the source's (already gated) signal: a regulatory cascade
+  (`blocks.regulation`, "Hierarchies");
 - an `allosteric` base in a regulatory region reads the outputs of the coding regions before
   it and gates those after it (top-k routing, `blocks.regulation.AllostericConfig`);
 - `epigenetic` layers hand their marks to the next epigenetic layer of the same width,
@@ -52,6 +55,7 @@ class RegulatoryStage:
     region_id: str
     gates: tuple[GateConfig, ...]
     routers: tuple[AllostericConfig, ...] = ()  # allosteric bases, wired to their regions
+    regulated_by: tuple[tuple[str, bool], ...] = ()  # (upstream regulatory region id, represses)
 
     @property
     def signal_width(self) -> int:
@@ -102,7 +106,12 @@ def model_config(genome: Genome) -> ModelConfig:
                 for b in region.bases
                 if b.gene.kind == "allosteric"
             )
-            stages.append(RegulatoryStage(region.id, gates, routers))
+            regulated_by = tuple(
+                (e.source, e.kind == "represses")
+                for e in genome.edges
+                if e.target == region.id and e.kind in ("activates", "represses")
+            )
+            stages.append(RegulatoryStage(region.id, gates, routers, regulated_by))
         elif region.type == "coding":
             expression = genome.promoter_of(region.id)
             if not expression["expressed"]:

@@ -88,6 +88,8 @@ class DogmaModel(nn.Module):
                 if stage.routers:
                     self.routers[stage.region_id] = nn.ModuleList(r.build() for r in stage.routers)
                 signal_width[stage.region_id] = stage.signal_width
+                for src, represses in stage.regulated_by:
+                    self.edge_gates[f"{src}__{stage.region_id}"] = EdgeGate(signal_width[src], represses)
                 continue
             if stage.shares_from is not None:
                 source = self._layers(stage.shares_from)
@@ -143,14 +145,25 @@ class DogmaModel(nn.Module):
         x = self.final_norm(x)
         return self.head(x) if self.head is not None else F.linear(x, self.embed.weight)
 
+    def _edge_gates(
+        self,
+        target: str,
+        sources: tuple[tuple[str, bool], ...],
+        signals: dict[str, torch.Tensor],
+        gate: torch.Tensor | None = None,
+    ) -> torch.Tensor | None:
+        """`gate` (B, T, 1) or None times the gates that the `activates`/`represses` edges
+        from `sources` put on `target`, each read from its source's signal (module
+        `blocks.regulation`); None when there is neither."""
+        for src, _ in sources:
+            g = self.edge_gates[f"{src}__{target}"](signals[src])
+            gate = g if gate is None else gate * g
+        return gate
+
     def _gate(
         self, stage: CodingStage, signals: dict[str, torch.Tensor], allosteric: dict[str, torch.Tensor]
     ) -> torch.Tensor | None:
-        gate = allosteric.get(stage.region_id)
-        for src, _ in stage.gates:
-            g = self.edge_gates[f"{src}__{stage.region_id}"](signals[src])
-            gate = g if gate is None else gate * g
-        return gate
+        return self._edge_gates(stage.region_id, stage.gates, signals, allosteric.get(stage.region_id))
 
     def _regulate(
         self,
@@ -160,12 +173,15 @@ class DogmaModel(nn.Module):
         signals: dict[str, torch.Tensor],
         allosteric: dict[str, torch.Tensor],
     ) -> None:
-        """Run a regulatory region on x (B, T, D): its gates' signal, its routers' gates."""
+        """Run a regulatory region on x (B, T, D): its gates' signal (B, T, S), scaled by
+        the gates its upstream regulators put on it (a cascade), and its routers' gates."""
         gates = cast(nn.ModuleList, self.stages[stage.region_id])
         if len(gates):
-            signals[stage.region_id] = torch.cat([g(x) for g in gates], dim=-1)
+            signal = torch.cat([g(x) for g in gates], dim=-1)
         else:
-            signals[stage.region_id] = x.new_zeros(*x.shape[:-1], 0)
+            signal = x.new_zeros(*x.shape[:-1], 0)
+        upstream = self._edge_gates(stage.region_id, stage.regulated_by, signals)
+        signals[stage.region_id] = signal if upstream is None else signal * upstream
         routers = cast(nn.ModuleList, self.routers[stage.region_id]) if stage.routers else ()
         for router in cast(list[AllostericRouter], list(routers)):
             sources = [outputs[r] for r in router.cfg.sources] or [x]

@@ -9,6 +9,22 @@ per-token gate
 
 and every residual update of the target region (all its copies) is scaled by the product
 of its incoming gates: x ← x + g_t · strength · f(norm(x)). Causal: g_t reads x_t only.
+
+Hierarchies. An `activates` / `represses` edge may also run from a regulatory region Q to a
+later regulatory region R that emits a signal: Q then gates R's signal, with the same
+per-edge gate read from Q's signal,
+
+    ŝ_R,t = s_R,t · Π_{Q→R} G_QR(ŝ_Q,t),    G_QR(r) = σ(w_QR·r + b_QR)  (activates)
+                                                     = 1 - σ(w_QR·r + b_QR)  (represses)
+
+where s_R,t is R's own signal (above), ŝ_R,t = s_R,t for a region nobody regulates, and
+every edge, to a coding region or to another regulator, reads the gated ŝ of its source.
+Edges point downstream, so ŝ of every source is known when R runs, and cascades of any
+depth form: r1 → r2 → c makes c's gate σ(w·(s_r2 · G_12(s_r1)) + b). A fully repressed
+regulator (G → 0) sends the zero signal, so its targets fall back to their bias gate
+σ(b). Only the signal is gated: an `allosteric` router of R is not. Each such edge costs
+`edge_gate_params(width of ŝ_Q)` parameters and 2·width FLOPs per token, as for a coding
+target (the products are elementwise, which a FLOP counter does not count).
 """
 
 from __future__ import annotations
