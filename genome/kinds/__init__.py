@@ -42,6 +42,7 @@ BUILT_IN = (
     "epigenetic",
     "tetra",
     "allosteric",
+    "tetra_mesh",
 )
 
 for _module in BUILT_IN:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import resolve_backend
+from .._dispatch import full_precision, resolve_backend
 from . import reference
 
 __all__ = ["gated_linear_recurrence"]
@@ -36,6 +36,7 @@ def _check(
 
 
 @torch.compiler.disable
+@full_precision
 def gated_linear_recurrence(
     q: torch.Tensor,
     k: torch.Tensor,

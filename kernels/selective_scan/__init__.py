@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import resolve_backend
+from .._dispatch import full_precision, resolve_backend
 from . import reference
 from .shapes import check_inputs
 
@@ -17,6 +17,7 @@ __all__ = ["selective_scan"]
 
 
 @torch.compiler.disable
+@full_precision
 def selective_scan(
     u: torch.Tensor,
     delta: torch.Tensor,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import resolve_backend
+from .._dispatch import full_precision, resolve_backend
 from . import reference
 from .reference import WKVState
 
@@ -24,6 +24,7 @@ def _check(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -
 
 
 @torch.compiler.disable
+@full_precision
 def wkv_with_state(
     w: torch.Tensor,
     u: torch.Tensor,

@@ -48,6 +48,8 @@ VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("expression", {"hidden": 20, "activation": "silu"}, {"bias": True}),
     ("tetra", {"window": 1, "stride": 3, "levels": 2, "rounds": 3}, {"bias": True}),
     ("tetra", {"window": 0, "levels": 1, "rounds": 1}, {}),
+    ("tetra_mesh", {"neighbours": 5, "scales": 3}, {"bias": True}),
+    ("tetra_mesh", {"neighbours": 4, "scales": 1, "reach": 3.0}, {}),
     ("rglru", {"width": 8, "heads": 8}, {}),
 ]
 
