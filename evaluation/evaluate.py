@@ -7,7 +7,6 @@ Every outcome is an ``EvalResult``. A failure is data (``invalid``, ``nan``, ``o
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import tempfile
 import time
@@ -20,6 +19,8 @@ from torch import nn
 
 from .budget import learning_rate, training_flops
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
+from .memory import free_device_memory
+from .precision import resolve_precision
 from .result import EvalRequest, EvalResult, Status, one_line
 from .tasks import Task, get_task
 from .trainer import DEFAULT_LR, train_and_score
@@ -121,10 +122,18 @@ def train_model(
     saying "out of memory" (or the CPU allocator's wording), or an estimated training memory over
     ``request.max_memory_bytes`` -> ``oom``; more than ``request.timeout_s`` seconds ->
     ``timeout``; any other exception -> ``crash`` with its type and message.
+
+    ``request.precision`` is resolved for the device (``auto``: bf16 on CUDA, fp32
+    elsewhere) and recorded as ``metrics["precision"]``. However it ends, the candidate's
+    model, its activations and the exception that ended it are released and the CUDA
+    allocator's cache emptied before this returns (``free_device_memory``), so a worker that
+    ran out of GPU memory goes on to its next candidate with the memory back.
     """
     start = time.perf_counter()
     metrics: dict[str, Any] = {}
     model: nn.Module | None = None
+    built: object = None
+    candidate: object = None
     trained: nn.Module | None = None
 
     def finish(status: Status, reason: str = "") -> tuple[nn.Module | None, EvalResult]:
@@ -138,6 +147,11 @@ def train_model(
         except ValueError as error:
             return finish("invalid", f"task: {error}")
         device = torch.device(request.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        try:
+            precision = resolve_precision(request.precision, device.type)
+        except ValueError as error:
+            return finish("invalid", str(error))
+        metrics["precision"] = precision
         batch_size = request.batch_size or task.train_batch_size
         torch.manual_seed(request.seed)  # initial weights follow the seed
 
@@ -197,6 +211,7 @@ def train_model(
             batch_size=batch_size,
             time_limit_s=time_limit,
             device=device,
+            precision=precision,
             **options,
         )
         metrics["lr"] = options.get("lr", DEFAULT_LR)
@@ -211,10 +226,10 @@ def train_model(
     except Exception as error:
         return finish(*classify_failure(error))
     finally:
-        del model
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        # Every local that holds the candidate: a model that failed is freed here, before
+        # the allocator's cache is emptied (``trained`` is the caller's).
+        model = built = candidate = None
+        free_device_memory()
 
 
 def compute_metrics(metrics: Mapping[str, Any], batch_size: int, seq_len: int) -> dict[str, int]:

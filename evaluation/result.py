@@ -34,6 +34,8 @@ class EvalRequest:
     called directly and the pool's default inside ``EvaluationPool``.
     ``max_memory_bytes`` rejects (as ``oom``) a candidate whose estimated training
     memory exceeds it, before any training; on CUDA it also caps the allocator.
+    ``precision`` is the arithmetic it trains in (``evaluation.precision``); it is not part
+    of the natural key, the result records it as ``metrics["precision"]``.
     """
 
     genome_yaml: str
@@ -47,6 +49,7 @@ class EvalRequest:
     batch_size: int | None = None  # None: the task's train_batch_size
     device: str | None = None  # None: CUDA when visible, else CPU
     return_weights: bool = False  # ship the trained weights back (safetensors bytes)
+    precision: str = "auto"  # auto | fp32 | bf16 (evaluation.precision); auto: bf16 on CUDA
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -10,6 +10,11 @@ linear warmup then cosine decay to a tenth of the peak rate, and global grad-nor
 clipping. With the same seed, model initialisation and thread count, two runs on CPU
 give identical metrics: the data comes from the task's seeded generators, never from
 the global RNG.
+
+``precision`` (``"fp32"`` default, ``"bf16"``, ``"auto"``; :mod:`evaluation.precision`):
+under ``bf16`` the forward pass and the loss run in bfloat16 autocast, the backward pass
+and the AdamW update on the float32 master weights outside it; scoring runs under the same
+autocast, so a model is scored in the arithmetic it trained in.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .errors import EvaluationTimeout, IncompatibleModel, NonFiniteLoss
+from .precision import autocast
 from .tasks import IGNORE_INDEX, Task
 from .tasks.suite import Suite, normalised_accuracy, score_components
 
@@ -132,6 +138,7 @@ def train(
     grad_clip: float = 1.0,
     deadline: Deadline | None = None,
     device: torch.device | str | None = None,
+    precision: str = "fp32",
 ) -> TrainStats:
     """Train ``model`` in place on ``task`` for ``steps`` AdamW steps at peak rate ``lr``.
 
@@ -143,7 +150,9 @@ def train(
 
     Raises ``NonFiniteLoss`` on a NaN/inf loss or gradient norm, ``EvaluationTimeout``
     from ``deadline`` (checked between steps, so one slow step can overrun it), and
-    ``IncompatibleModel`` when the first step's logits do not fit the task.
+    ``IncompatibleModel`` when the first step's logits do not fit the task. ``precision``:
+    the forward pass and the loss under :func:`evaluation.precision.autocast` (module
+    docstring); gradients and weights stay in the parameters' dtype.
     """
     device = _resolve_device(model, device)
     torch.manual_seed(seed)  # dropout, stochastic paths: reproducible with the seed
@@ -165,11 +174,12 @@ def train(
         inputs, targets = task.batch(generator, batch_size)
         inputs, targets = inputs.to(device), targets.to(device)
         tick = _now(device)
-        logits = model(inputs)
-        if step == 0:
-            _check_logits(logits, inputs, task)
-        loss = answer_loss(logits, targets)
-        total = loss + aux_loss() if aux_loss is not None else loss
+        with autocast(device, precision):
+            logits = model(inputs)
+            if step == 0:
+                _check_logits(logits, inputs, task)
+            loss = answer_loss(logits, targets)
+            total = loss + aux_loss() if aux_loss is not None else loss
         loss_value = float(total.detach())
         if not math.isfinite(loss_value):
             raise NonFiniteLoss(f"training loss is {loss_value} at step {step}")
@@ -204,6 +214,7 @@ def score(
     eval_seed: int = 0,
     deadline: Deadline | None = None,
     device: torch.device | str | None = None,
+    precision: str = "fp32",
 ) -> ScoreStats:
     """Score ``model`` (in eval mode, without gradients) at the answer positions of
     ``task.eval_batches(eval_batches, batch_size, seed=eval_seed)``: the same held-out
@@ -212,7 +223,8 @@ def score(
 
     Raises ``IncompatibleModel`` when the first batch's logits do not fit the task,
     ``EvaluationTimeout`` from ``deadline`` (checked after each batch) and
-    ``NonFiniteLoss`` when the held-out loss is NaN/inf.
+    ``NonFiniteLoss`` when the held-out loss is NaN/inf. ``precision``: the forward
+    pass under :func:`evaluation.precision.autocast`; the loss on float32 logits.
     """
     device = _resolve_device(model, device)
     if isinstance(task, Suite):  # half the batches per member: 5 members, scoring stays cheap
@@ -229,7 +241,8 @@ def score(
             for inputs, targets in held_out:
                 inputs, targets = inputs.to(device), targets.to(device)
                 tick = _now(device)
-                logits = model(inputs)
+                with autocast(device, precision):
+                    logits = model(inputs)
                 forward_seconds += _now(device) - tick
                 if batches == 0:
                     _check_logits(logits, inputs, task)
@@ -271,6 +284,7 @@ def train_and_score(
     eval_seed: int = 0,
     time_limit_s: float | None = None,
     device: torch.device | str | None = None,
+    precision: str = "fp32",
 ) -> dict[str, float]:
     """:func:`train` then :func:`score`, within one ``time_limit_s`` for both.
 
@@ -285,7 +299,7 @@ def train_and_score(
 
     Raises what :func:`train` and :func:`score` raise: ``NonFiniteLoss``,
     ``EvaluationTimeout`` (once ``time_limit_s`` is exceeded, checked between steps and
-    batches) and ``IncompatibleModel``.
+    batches) and ``IncompatibleModel``. ``precision`` goes to both (module docstring).
     """
     deadline = Deadline(time_limit_s)
     device = _resolve_device(model, device)
@@ -302,6 +316,7 @@ def train_and_score(
         grad_clip=grad_clip,
         deadline=deadline,
         device=device,
+        precision=precision,
     )
     scored = score(
         model,
@@ -311,6 +326,7 @@ def train_and_score(
         eval_seed=eval_seed,
         deadline=deadline,
         device=device,
+        precision=precision,
     )
     return {
         "loss": scored.loss,

@@ -20,6 +20,7 @@ from types import UnionType
 from typing import Any
 
 from evaluation.budget import BUDGETS
+from evaluation.precision import PRECISIONS
 from evolution.space import SPACES
 from evolution.strategies import STRATEGIES
 
@@ -159,6 +160,14 @@ class RunConfig:
             "normalised accuracy; -1: off)"
         ),
     )
+    precision: str = field(
+        default="auto",
+        metadata=cli(
+            "arithmetic candidates train in: auto (bf16 mixed precision on CUDA, fp32 on CPU), "
+            "fp32 or bf16; a cached result is reused only from the same precision",
+            choices=PRECISIONS,
+        ),
+    )
     # -- library only -----------------------------------------------------------------------
     crossover_rate: float = 0.2
     timeout_s: float = 60.0  # per candidate: slower ones are recorded as "timeout" failures
@@ -202,6 +211,8 @@ class RunConfig:
             raise ValueError(f"space must be one of {tuple(SPACES)}, not {self.space!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, not {self.strategy!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, not {self.precision!r}")
         if self.seed_policy not in ("genome", "run"):
             raise ValueError("seed_policy must be 'genome' or 'run'")
         if self.min_steps is not None and self.min_steps < 0:
@@ -257,9 +268,11 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         """The config a run was stored with; a run stored before the quality floor existed
-        resumes without one, as it started."""
+        resumes without one, and one stored before the precision option in fp32, as they
+        started."""
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known.setdefault("quality_floor", None)
+        known.setdefault("precision", "fp32")
         return cls(**known)
 
 

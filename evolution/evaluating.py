@@ -24,6 +24,13 @@ Seed policy (explicit, `RunConfig.seed_policy`):
 - "run": derived from (run seed, genome id): every run re-trains its genomes under its
   own seeds (independent noise per run; only same-run reuse).
 
+Precision (`RunConfig.precision`) is not part of the natural key: it is resolved for the
+pool (`evaluation.precision.pool_precision`: auto is bf16 when the pool trains on CUDA),
+sent with every request and recorded in each result's `metrics["precision"]` (absent:
+fp32). A row of another run is reused only when it was trained in the run's precision (the
+oldest row of the key decides; otherwise the key is trained again); rows of the run itself
+are always its own.
+
 Multi-fidelity (`min_steps` below `steps`, where the space supports it): children are
 trained at `min_steps` first (scaled like the full stage under a flops budget); the best
 `promote` fraction (NSGA-II order on the low-fidelity fitness, so Pareto-aware; under the
@@ -42,6 +49,7 @@ from deap import tools
 
 from evaluation import EvalRequest, EvalResult
 from evaluation.budget import step_flops, steps_for_flops
+from evaluation.precision import pool_precision, precision_of
 from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed, get_task  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
@@ -223,12 +231,16 @@ class Evaluator:
                 self.history.append((ind.record.spent_at, ind))
         report.failed += sum(c.status not in ("ok", None) for c in children)
 
-    def _lookup(self, key: EvalKey) -> tuple[Any, bool]:
-        """A stored result for the key: (record, stored_in_this_run) or (None, False)."""
+    def _lookup(self, key: EvalKey, precision: str) -> tuple[Any, bool]:
+        """A stored result for the key: (record, stored_in_this_run) or (None, False); one of
+        another run only when it trained in `precision`."""
         rec = self.store.find_evaluation(*key, run_id=self.run_id)
         if rec is not None:
             return rec, True
-        return self.store.find_evaluation(*key, run_id=None), False
+        rec = self.store.find_evaluation(*key, run_id=None)
+        if rec is not None and precision_of(rec.metrics) != precision:
+            return None, False
+        return rec, False
 
     def _evaluate_at(
         self,
@@ -240,6 +252,7 @@ class Evaluator:
         """One stage (the full one when `final`): every task of every child at its
         fidelity (`fidelity_for`), from the cache or the pool."""
         pending: dict[EvalKey, list[Candidate]] = {}
+        precision = pool_precision(self.config.precision, pool)
         for ind in children:
             fidelity = self.fidelity_for(ind, final)
             ind.record.begin(fidelity)
@@ -248,7 +261,7 @@ class Evaluator:
                 if key in pending:
                     pending[key].append(ind)
                     continue
-                rec, here = self._lookup(key)
+                rec, here = self._lookup(key, precision)
                 ind.record.spent_at = self.spent
                 if rec is None:
                     pending[key] = [ind]
@@ -313,6 +326,7 @@ class Evaluator:
                 seed=key.seed,
                 timeout_s=self.config.timeout_s,
                 return_weights=final and self.space.keeps_weights and key.task == self.tasks[0],
+                precision=pool_precision(self.config.precision, pool),
             )
             for key, inds in pending.items()
         ]

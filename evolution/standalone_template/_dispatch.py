@@ -8,7 +8,14 @@ behind, so nothing here imports triton or builds an extension.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
 import torch
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 BACKENDS = ("auto", "torch", "triton", "cpu")
 
@@ -27,3 +34,19 @@ def resolve_backend(backend: str, device: torch.device, cpu_path: bool) -> str:
             f"backend={backend!r}: this exported package carries the PyTorch reference kernels only"
         )
     return "torch"
+
+
+def full_precision(op: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run ``op`` with autocast disabled, as in DOGMA's own kernels: under bfloat16 autocast
+    the reference still computes (and accumulates its state) in float32."""
+
+    @functools.wraps(op)
+    def in_full_precision(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        tensor = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        device_type = tensor.device.type if tensor is not None else "cpu"
+        if not torch.is_autocast_enabled(device_type):
+            return op(*args, **kwargs)
+        with torch.autocast(device_type, enabled=False):
+            return op(*args, **kwargs)
+
+    return in_full_precision

@@ -1,0 +1,180 @@
+"""Mixed precision: bf16 autocast tracks fp32, the scans stay fp32 inside it, results record
+their precision, runs store it, and the cache never mixes precisions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evaluation import EvalRequest, evaluate, get_task, score, train
+from evaluation.precision import pool_precision, precision_of, resolve_precision
+from evolution.config import RunConfig
+from genome import Genome
+from kernels import gated_linear_recurrence, selective_scan, wkv
+from phenotype import decode
+
+# one of each kind of work: a selective scan, a gated linear recurrence, attention, an MLP
+GENOME = """
+regions:
+- {id: s0, type: structural, settings: {d_model: 32, vocab: 29, max_len: 15, positions: rope}}
+- id: c1
+  type: coding
+  bases:
+  - {base: T, kind: mamba}
+  - {base: A, kind: swiglu}
+  - {base: T, kind: linear_attention}
+  - {base: T, kind: attention, params: {heads: 2}}
+"""
+
+
+def _trained(precision: str) -> tuple[float, float, torch.nn.Module]:
+    task = get_task("mqar")
+    torch.manual_seed(0)
+    model = decode(Genome.from_yaml(GENOME))
+    stats = train(model, task, 48, seed=0, batch_size=16, lr=1e-2, precision=precision)
+    scored = score(model, task, batch_size=16, eval_batches=4, precision=precision)
+    return stats.train_loss, scored.loss, model
+
+
+def test_bf16_training_tracks_fp32_within_a_few_bf16_roundings():
+    fp32_train, fp32_heldout, _ = _trained("fp32")
+    bf16_train, bf16_heldout, model = _trained("bf16")
+    # bfloat16 keeps 8 significant bits: one rounding is off by at most 2^-8 ≈ 0.4 %
+    # relative. 48 AdamW steps let such roundings move the two trajectories apart, but not
+    # by more than a few of them: 2 % relative (measured: 0.15 %). Training itself lowers
+    # the loss from ln(29) ≈ 3.37 by about 0.7 nats, over ten times the tolerance, so a
+    # bf16 run that did not train, or trained something else, fails here.
+    tolerance = 0.02
+    assert bf16_train == pytest.approx(fp32_train, rel=tolerance)
+    assert bf16_heldout == pytest.approx(fp32_heldout, rel=tolerance)
+    assert fp32_heldout < 3.37 - 0.5  # it learned
+    assert bf16_heldout != fp32_heldout  # autocast did run: bf16 arithmetic differs
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # fp32 master weights
+
+
+def _scan_inputs() -> dict[str, tuple[torch.Tensor, ...]]:
+    g = torch.Generator().manual_seed(0)
+    b, d, length, n = 2, 8, 40, 4
+    scan = (
+        torch.randn(b, d, length, generator=g),
+        torch.randn(b, d, length, generator=g),
+        -torch.rand(d, n, generator=g) - 0.1,
+        torch.randn(b, n, length, generator=g),
+        torch.randn(b, n, length, generator=g),
+    )
+    heads, dk = 2, 8
+    glr = tuple(torch.randn(b, heads, length, dk, generator=g) for _ in range(3)) + (
+        -0.1 * torch.rand(b, heads, length, generator=g),
+    )
+    channels = 8
+    rwkv = (
+        torch.rand(channels, generator=g),
+        torch.randn(channels, generator=g),
+        torch.randn(b, length, channels, generator=g),
+        torch.randn(b, length, channels, generator=g),
+    )
+    return {"scan": scan, "glr": glr, "wkv": rwkv}
+
+
+OPS = {
+    "selective_scan/torch": lambda x: selective_scan(*x["scan"], delta_softplus=True, backend="torch"),
+    "selective_scan/cpu": lambda x: selective_scan(*x["scan"], delta_softplus=True, backend="cpu"),
+    "selective_scan/triton": lambda x: selective_scan(*x["scan"], delta_softplus=True, backend="triton"),
+    "gated_linear_recurrence/torch": lambda x: gated_linear_recurrence(*x["glr"], backend="torch")[0],
+    "gated_linear_recurrence/triton": lambda x: gated_linear_recurrence(*x["glr"], backend="triton")[0],
+    "wkv/torch": lambda x: wkv(*x["wkv"], backend="torch"),
+    "wkv/triton": lambda x: wkv(*x["wkv"], backend="triton"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_kernels_compute_in_fp32_under_bf16_autocast(op):
+    """Under autocast the kernels run on float32 copies with autocast off: the result equals
+    the fp32 one to fp32 rounding (the chunked gated recurrence's matrix products in bf16
+    were off by 0.3 before `kernels._dispatch.full_precision`), gradients included."""
+    inputs = _scan_inputs()
+    leaves = [t.requires_grad_() for group in inputs.values() for t in group]
+    expected = OPS[op](inputs)
+    (expected_grads,) = [torch.autograd.grad(expected.square().sum(), leaves, allow_unused=True)]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = OPS[op](inputs)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    grads = torch.autograd.grad(got.square().sum(), leaves, allow_unused=True)
+    for grad, want in zip(grads, expected_grads, strict=True):
+        if want is not None:
+            torch.testing.assert_close(grad, want, rtol=1e-4, atol=1e-4)
+
+
+def test_resolve_precision():
+    assert resolve_precision("auto", "cuda") == "bf16"
+    assert resolve_precision("auto", "cpu") == "fp32"
+    assert resolve_precision("bf16", "cpu") == "bf16"
+    assert resolve_precision("fp32", "cuda") == "fp32"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        resolve_precision("fp16", "cuda")
+
+    class GpuPool:
+        device_type = "cuda"
+
+    assert pool_precision("auto", GpuPool()) == "bf16"
+    assert precision_of({}) == "fp32" and precision_of({"precision": "bf16"}) == "bf16"
+
+
+def _request(**fields) -> EvalRequest:
+    return EvalRequest(genome_yaml=GENOME, genome_id="g", task="mqar", fidelity=2, batch_size=4, **fields)
+
+
+def test_a_result_records_the_precision_it_trained_in():
+    assert evaluate(_request(device="cpu")).metrics["precision"] == "fp32"  # auto on CPU
+    bf16 = evaluate(_request(device="cpu", precision="bf16"))
+    assert bf16.status == "ok", bf16.reason
+    assert bf16.metrics["precision"] == "bf16"
+    bad = evaluate(_request(precision="fp8"))
+    assert bad.status == "invalid" and "precision" in bad.reason
+
+
+def test_run_config_stores_precision_and_old_runs_resume_in_fp32():
+    config = RunConfig(precision="bf16")
+    assert RunConfig.from_dict(config.to_dict()).precision == "bf16"
+    assert RunConfig().precision == "auto"
+    old = {k: v for k, v in RunConfig().to_dict().items() if k != "precision"}
+    assert RunConfig.from_dict(old).precision == "fp32"  # as it ran: nothing was autocast
+    with pytest.raises(ValueError, match="precision"):
+        RunConfig(precision="fp16")
+
+
+def test_the_cache_copies_only_results_of_the_runs_precision(tmp_path):
+    from evolution.evaluating import EvalKey, Evaluator
+    from evolution.space import SPACES
+    from store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
+
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    genome = Genome.from_yaml(GENOME)
+    key = EvalKey(genome.id, "mqar", 2, 7)
+    stored = {}
+    for precision in ("bf16", "fp32"):
+        run_id = store.create_run({}, seed=0, task="mqar")
+        metrics = {"quality": 0.5} if precision == "fp32" else {"quality": 0.5, "precision": precision}
+        store.commit_generation(
+            run_id,
+            0,
+            genomes=[GenomeIn(genome.id, genome.to_yaml(), "x")],
+            individuals=[IndividualIn(0, genome.id, 0)],
+            evaluations=[EvaluationIn(*key, "ok", metrics, individual=by_slot(0))],
+            members=[by_slot(0)],
+        )
+        stored[precision] = run_id
+    config = RunConfig(precision="bf16")
+    fresh = store.create_run(config.to_dict(), seed=0, task="mqar")
+    space = SPACES[config.space].from_config(config)
+    evaluator = Evaluator(config, space, store, fresh, lambda *_: None)
+    # the oldest row of the key (bf16) is this run's precision: copied
+    rec, here = evaluator._lookup(key, "bf16")
+    assert rec is not None and not here and precision_of(rec.metrics) == "bf16"
+    # an fp32 run must not copy it: trained again
+    assert evaluator._lookup(key, "fp32") == (None, False)
+    # a run's own rows are its own, whatever they record
+    rec, here = Evaluator(config, space, store, stored["bf16"], lambda *_: None)._lookup(key, "fp32")
+    assert here and rec is not None
+    store.close()
