@@ -1,7 +1,9 @@
 """Backend selection shared by every kernel.
 
-``backend="auto"`` picks Triton for CUDA tensors and the best CPU path otherwise; ``"triton"``,
-``"torch"`` (the reference) and ``"cpu"`` (a compiled C++ loop, where the op has one) force a path.
+``backend="auto"`` picks Triton for CUDA tensors and the best CPU path otherwise; ``"triton"``
+(the fused recurrent Triton kernel, sequential over time), ``"chunk"`` (the chunked Triton
+kernel, parallel over time within chunks, where the op has one), ``"torch"`` (the reference)
+and ``"cpu"`` (a compiled C++ loop, where the op has one) force a path.
 """
 
 from __future__ import annotations
@@ -17,7 +19,17 @@ import torch
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-BACKENDS = ("auto", "torch", "triton", "cpu")
+BACKENDS = ("auto", "torch", "triton", "chunk", "cpu")
+
+# `auto` on CUDA takes the chunked kernel for sequences at least this long when gradients are
+# needed (training), the fused recurrent one otherwise (decoding, short prompts). Not yet
+# measured on a GPU: `make gpu-check` times both paths.
+CHUNKED_MIN_LENGTH = 64
+
+
+def needs_grad(*tensors: torch.Tensor | None) -> bool:
+    """True when autograd will record an op on these tensors."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 def triton_available() -> bool:
@@ -25,16 +37,27 @@ def triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def resolve_backend(backend: str, device: torch.device, cpu_path: bool) -> str:
+def resolve_backend(
+    backend: str,
+    device: torch.device,
+    cpu_path: bool,
+    chunked_path: bool = False,
+    length: int = 0,
+    grad: bool = False,
+) -> str:
     """Turn ``backend`` into a concrete path for tensors on ``device``.
 
-    ``cpu_path`` says whether the op has a compiled CPU implementation worth choosing on CPU.
+    ``cpu_path`` says whether the op has a compiled CPU implementation worth choosing on CPU,
+    ``chunked_path`` whether it has a chunked Triton kernel; ``length`` (steps) and ``grad``
+    (gradients needed) choose between the two Triton kernels under ``auto`` on CUDA.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "triton" and device.type != "cuda" and not os.environ.get("TRITON_INTERPRET"):
+    if backend == "chunk" and not chunked_path:
+        raise ValueError("backend='chunk': this op has no chunked kernel")
+    if backend in ("triton", "chunk") and device.type != "cuda" and not os.environ.get("TRITON_INTERPRET"):
         raise RuntimeError(
-            "backend='triton' needs CUDA tensors, or TRITON_INTERPRET=1 set before triton is "
+            f"backend={backend!r} needs CUDA tensors, or TRITON_INTERPRET=1 set before triton is "
             "imported (interpreter mode, for tests)"
         )
     if backend != "auto":
@@ -44,7 +67,7 @@ def resolve_backend(backend: str, device: torch.device, cpu_path: bool) -> str:
         # reference, which is plain PyTorch ops (evolve export relies on this).
         return "torch"
     if device.type == "cuda" and triton_available():
-        return "triton"
+        return "chunk" if chunked_path and grad and length >= CHUNKED_MIN_LENGTH else "triton"
     if device.type == "cpu" and cpu_path:
         return "cpu"
     return "torch"

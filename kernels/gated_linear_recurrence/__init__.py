@@ -1,14 +1,16 @@
 """Gated linear recurrence (gated linear attention, Mamba-2 SSD, retention).
 
-Backends: ``"torch"`` (reference.py, chunked parallel form, also the CPU path) and ``"triton"``
-(triton.py, fused recurrent form). ``"auto"`` picks Triton on CUDA and the chunked form elsewhere.
+Backends: ``"torch"`` (reference.py, chunked parallel form in PyTorch, also the CPU path),
+``"triton"`` (fused_recurrent.py, sequential over time) and ``"chunk"`` (chunk.py, Triton,
+parallel over time within chunks). ``"auto"`` picks, on CUDA, ``"chunk"`` for training (T >=
+``CHUNKED_MIN_LENGTH`` with gradients needed) and ``"triton"`` otherwise; elsewhere the reference.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .._dispatch import full_precision, resolve_backend
+from .._dispatch import full_precision, needs_grad, resolve_backend
 from . import reference
 
 __all__ = ["gated_linear_recurrence"]
@@ -56,16 +58,22 @@ def gated_linear_recurrence(
         log_decay: g <= 0, either (B, H, T), one decay per head and step (Mamba-2 SSD,
             retention with g = log(gamma)), or (B, H, T, dk), one per key channel (GLA).
         initial_state: (B, H, dk, dv); resuming from a returned final state equals one run.
-        chunk_size: chunk length of the chunked form (the Triton path is fully recurrent).
-        backend: "auto", "torch", "triton", or "cpu" (the reference: no compiled CPU path).
+        chunk_size: chunk length of the chunked forms ("torch"; "chunk" rounds it up to a power
+            of two in [16, 64]); the fused recurrent "triton" path has no chunks.
+        backend: "auto", "torch", "triton" (fused recurrent), "chunk" (chunked Triton), or
+            "cpu" (the reference: no compiled CPU path).
 
     Returns:
         o: (B, H, T, dv) in q's dtype; final_state: (B, H, dk, dv) in the compute dtype
         (float32, or float64 for float64 inputs).
     """
     _check(q, k, v, log_decay, initial_state, chunk_size)
-    if resolve_backend(backend, q.device, cpu_path=False) == "triton":
+    grad = needs_grad(q, k, v, log_decay, initial_state)
+    path = resolve_backend(backend, q.device, cpu_path=False, chunked_path=True, length=q.shape[2], grad=grad)
+    if path in ("triton", "chunk"):
         from . import triton as triton_path
 
-        return triton_path.gated_linear_recurrence(q, k, v, log_decay, initial_state)
+        return triton_path.gated_linear_recurrence(
+            q, k, v, log_decay, initial_state, chunk_size, chunked=path == "chunk"
+        )
     return reference.gated_linear_recurrence(q, k, v, log_decay, initial_state, chunk_size)

@@ -11,15 +11,16 @@ from kernels._dispatch import triton_available
 from kernels.selective_scan import cpu as selective_scan_cpu
 
 
-def fast_backends(cpu_path: bool) -> list[str]:
-    """Non-reference backends that can run here (Triton needs CUDA or the interpreter)."""
+def fast_backends(cpu_path: bool, chunked: bool = False) -> list[str]:
+    """Non-reference backends that can run here (Triton needs CUDA or the interpreter);
+    ``"chunk"`` only when ``chunked`` (the op has a chunked Triton kernel)."""
     import os
 
     names = []
     if cpu_path and selective_scan_cpu.available():
         names.append("cpu")
     if triton_available() and (torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET")):
-        names.append("triton")
+        names += ["triton", "chunk"] if chunked else ["triton"]
     return names
 
 
@@ -31,7 +32,7 @@ def slow_when_interpreted(backend: str, length: int) -> list[pytest.MarkDecorato
 
 
 def device_for(backend: str) -> torch.device:
-    if backend == "triton" and torch.cuda.is_available():
+    if backend in ("triton", "chunk") and torch.cuda.is_available():
         return torch.device("cuda")
     return torch.device("cpu")
 
