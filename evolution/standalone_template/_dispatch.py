@@ -44,9 +44,18 @@ def full_precision(op: Callable[_P, _R]) -> Callable[_P, _R]:
     def in_full_precision(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         tensor = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
         device_type = tensor.device.type if tensor is not None else "cpu"
-        if not torch.is_autocast_enabled(device_type):
+        if not _autocast_enabled(device_type):
             return op(*args, **kwargs)
         with torch.autocast(device_type, enabled=False):
             return op(*args, **kwargs)
 
     return in_full_precision
+
+
+def _autocast_enabled(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type``; False for a type autocast does not know
+    (``meta``: memory estimates build models there)."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except RuntimeError:
+        return False
