@@ -18,6 +18,7 @@ from typing import Any
 from evolution.protocols import Genotype
 from genome import KINDS, PROMOTER, STRUCTURAL, Genome, GenomeError
 from genome.schema import ParamSpec
+from genome.validate import SIGNAL_KIND
 
 Doc = dict[str, Any]
 
@@ -240,6 +241,144 @@ def regulatory_rewiring(doc: Doc, rng: random.Random) -> Variation:
     return Variation("regulatory_rewiring", doc, {"location": f"{s}->{t}", "before": None, "after": kind})
 
 
+# -- regulatory hierarchies --------------------------------------------------------------
+_REGULATION = ("activates", "represses")
+
+
+def _emits_signal(region: Doc) -> bool:
+    return region["type"] == "regulatory" and any(b["kind"] == SIGNAL_KIND for b in region["bases"])
+
+
+def _regulable(doc: Doc, source: int) -> list[int]:
+    """Indices of the regions an `activates`/`represses` edge from region `source` may
+    target: later coding regions and later regulators that emit a signal, not yet joined."""
+    src = doc["regions"][source]["id"]
+    joined = {e["target"] for e in doc["edges"] if e["source"] == src}
+    return [
+        k
+        for k, r in enumerate(doc["regions"])
+        if k > source and (r["type"] == "coding" or _emits_signal(r)) and r["id"] not in joined
+    ]
+
+
+def _new_gate_region(doc: Doc, before: int) -> str:
+    """Insert a regulatory region of one default `gate` base just upstream of region
+    `before` (ahead of its promoter, if it has one); return its id."""
+    if before > 0 and doc["regions"][before - 1]["type"] == "promoter":
+        before -= 1
+    rid = _fresh_id(doc, "r")
+    doc["regions"].insert(
+        before, {"id": rid, "type": "regulatory", "bases": [{"base": "C", "kind": SIGNAL_KIND, "params": {}}]}
+    )
+    return rid
+
+
+def _cascade_connect(doc: Doc, rng: random.Random) -> Variation | None:
+    """Join two regulators not yet joined: the upstream one gates the other's signal."""
+    pairs = [
+        (s, t)
+        for s, r in enumerate(doc["regions"])
+        if r["type"] == "regulatory"
+        for t in _regulable(doc, s)
+        if doc["regions"][t]["type"] == "regulatory"
+    ]
+    if not pairs:
+        return None
+    s, t = rng.choice(pairs)
+    src, dst, kind = doc["regions"][s]["id"], doc["regions"][t]["id"], rng.choice(_REGULATION)
+    doc["edges"].append({"source": src, "target": dst, "kind": kind})
+    return Variation("regulatory_cascade", doc, {"location": f"{src}->{dst}", "before": None, "after": kind})
+
+
+def _cascade_insert(doc: Doc, rng: random.Random) -> Variation | None:
+    """A new regulator between a regulator and its target: Q -> X becomes Q -> R (activates)
+    -> X (the edge's kind), R placed just upstream of X."""
+    edges = [e for e in doc["edges"] if e["kind"] in _REGULATION]
+    if not edges:
+        return None
+    e = rng.choice(edges)
+    order = {r["id"]: k for k, r in enumerate(doc["regions"])}
+    rid = _new_gate_region(doc, order[e["target"]])
+    doc["edges"].remove(e)
+    doc["edges"] += [
+        {"source": e["source"], "target": rid, "kind": "activates"},
+        {"source": rid, "target": e["target"], "kind": e["kind"]},
+    ]
+    return Variation(
+        "regulatory_cascade",
+        doc,
+        {
+            "location": f"{e['source']}->{e['target']}",
+            "before": e["kind"],
+            "after": f"{e['source']}->{rid}->{e['target']}",
+        },
+    )
+
+
+def _cascade_head(doc: Doc, rng: random.Random) -> Variation | None:
+    """A new regulator on top: upstream of a regulator that emits a signal (one level more)
+    or, in a genome without one, of a coding region (the first level)."""
+    tops = [k for k, r in enumerate(doc["regions"]) if _emits_signal(r)] or _coding(doc)
+    if not tops:
+        return None
+    target = doc["regions"][rng.choice(tops)]["id"]
+    rid = _new_gate_region(doc, next(k for k, r in enumerate(doc["regions"]) if r["id"] == target))
+    kind = rng.choice(_REGULATION)
+    doc["edges"].append({"source": rid, "target": target, "kind": kind})
+    change = {"location": f"{rid}->{target}", "before": None, "after": kind}
+    return Variation("regulatory_cascade", doc, change)
+
+
+def _cascade_rewire(doc: Doc, rng: random.Random) -> Variation | None:
+    """Move one end of an `activates`/`represses` edge: its source to another regulator
+    upstream of its target, or its target to another region downstream of its source that
+    it may regulate (so a direct edge can become a step of a cascade, and back)."""
+    order = {r["id"]: k for k, r in enumerate(doc["regions"])}
+    moves = []
+    for e in doc["edges"]:
+        if e["kind"] not in _REGULATION:
+            continue
+        s, t = order[e["source"]], order[e["target"]]
+        moves += [(e, "target", doc["regions"][k]["id"]) for k in _regulable(doc, s)]
+        moves += [
+            (e, "source", r["id"])
+            for k, r in enumerate(doc["regions"][:t])
+            if r["type"] == "regulatory"
+            and k != s
+            and not any(x["source"] == r["id"] and x["target"] == e["target"] for x in doc["edges"])
+        ]
+    if not moves:
+        return None
+    e, end, new = rng.choice(moves)
+    before = f"{e['source']}->{e['target']}"
+    e[end] = new
+    after = f"{e['source']}->{e['target']}"
+    return Variation("regulatory_cascade", doc, {"location": before, "before": before, "after": after})
+
+
+_CASCADE_MOVES = (_cascade_connect, _cascade_insert, _cascade_head, _cascade_rewire)
+
+
+def regulatory_cascade(doc: Doc, rng: random.Random) -> Variation:
+    """Grow or rewire a regulatory hierarchy, one of (drawn among those that can act):
+
+    - connect: an `activates`/`represses` edge between two regulators not yet joined;
+    - insert: a new regulator into a regulatory edge, Q -> X becoming Q -> R -> X;
+    - head: a new regulator upstream of an existing one, gating it (a level on top), or, in
+      a genome without a signalling regulator, of a coding region (the first level);
+    - rewire: one end of a regulatory edge moved to another legal region.
+
+    New regulators are one default `gate` base, so they emit a signal another may gate.
+    Every edge points downstream, so the hierarchy stays acyclic."""
+    moves = list(_CASCADE_MOVES)
+    rng.shuffle(moves)
+    for move in moves:
+        variation = move(doc, rng)
+        if variation is not None:
+            return variation
+    raise Discard("no regulatory region or coding region to build a hierarchy on")
+
+
 def promoter_change(doc: Doc, rng: random.Random) -> Variation:
     """Change the expression of a coding region: copy count, silencing or strength."""
     coding = _coding(doc)
@@ -318,6 +457,7 @@ MUTATIONS: dict[str, Callable[[Doc, random.Random], Variation]] = {
     "base_deletion": base_deletion,
     "region_duplication": region_duplication,
     "regulatory_rewiring": regulatory_rewiring,
+    "regulatory_cascade": regulatory_cascade,
     "promoter_change": promoter_change,
     "structural_change": structural_change,
 }

@@ -4,12 +4,16 @@ Fixes are local and deterministic (no randomness): structural settings pinned by
 task (vocabulary, context) are restored; attention heads are made consistent; a promoter
 left without its coding region is dropped; edges that no longer fit (dangling, upstream,
 between regions of the wrong type, `shares` between regions whose genes now differ) are
-dropped. Anything else is left for validation to refuse, and the child is discarded.
+dropped (an `activates`/`represses` edge into a regulatory region that no longer emits a
+signal among them). Anything else is left for validation to refuse, and the child is
+discarded.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from genome.validate import SIGNAL_KIND
 
 Doc = dict[str, Any]
 
@@ -51,12 +55,20 @@ def repair(doc: Doc, pinned: dict[str, Any] | None = None) -> Doc:
     order = {r["id"]: k for k, r in enumerate(kept)}
     types = {r["id"]: r["type"] for r in kept}
     genes = {r["id"]: r.get("bases") for r in kept}
+    # Regulators that an `activates`/`represses` edge may target: those that emit a signal.
+    signalling = {
+        r["id"]
+        for r in kept
+        if r["type"] == "regulatory" and any(b.get("kind") == SIGNAL_KIND for b in r.get("bases", []))
+    }
     edges, seen, share_targets = [], set(), set()
     for e in doc.get("edges", []):
         s, t, kind = e.get("source"), e.get("target"), e.get("kind")
         if s not in order or t not in order or order[s] >= order[t] or (s, t) in seen:
             continue
-        if kind in ("activates", "represses") and (types[s], types[t]) != ("regulatory", "coding"):
+        if kind in ("activates", "represses") and (
+            types[s] != "regulatory" or (types[t] != "coding" and t not in signalling)
+        ):
             continue
         if kind in ("shares", "loop") and (types[s], types[t]) != ("coding", "coding"):
             continue

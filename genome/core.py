@@ -61,7 +61,10 @@ class Region:
 
 @dataclass(frozen=True)
 class Edge:
-    """A regulatory edge between two regions: activates, represses, shares or loop."""
+    """A regulatory edge between two regions: activates, represses, shares or loop.
+
+    `activates`/`represses` run from a regulatory region to a later coding region, or to a
+    later regulatory region whose signal it then gates (a regulatory hierarchy)."""
 
     source: str
     target: str
@@ -139,6 +142,19 @@ class Genome:
             if cur.id == region_id and prev.type == "promoter":
                 out.update(prev.settings_dict)
         return out
+
+    def regulatory_depth(self) -> int:
+        """Regulators on the longest chain of `activates`/`represses` edges between
+        regulatory regions: 0 without a regulatory region, 1 when no regulator regulates
+        another, 3 for r1 -> r2 -> r3. Region order is topological (edges point downstream),
+        so one pass in order suffices."""
+        regulatory = {r.id for r in self.regions if r.type == "regulatory"}
+        depth = dict.fromkeys(regulatory, 1)
+        for r in self.regions:  # every source is settled before its targets
+            for e in self.edges:
+                if e.target == r.id and e.source in regulatory and r.id in regulatory:
+                    depth[r.id] = max(depth[r.id], depth[e.source] + 1)
+        return max(depth.values(), default=0)
 
     def replace(
         self, regions: tuple[Region, ...] | None = None, edges: tuple[Edge, ...] | None = None

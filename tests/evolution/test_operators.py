@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 
 import pytest
@@ -80,3 +81,92 @@ def test_random_genomes_are_reproducible():
     a = random_genome(random.Random(11), PINNED, 500_000)
     b = random_genome(random.Random(11), PINNED, 500_000)
     assert a.id == b.id
+
+
+# -- regulatory hierarchies ------------------------------------------------------------------
+def _gate_region(rid: str) -> dict:
+    gate = {"base": "C", "kind": "gate", "params": {"hidden": 4}}
+    return {"id": rid, "type": "regulatory", "bases": [gate]}
+
+
+def _regulated(extra_regulator: bool = False) -> Genome:
+    regions = [
+        {"id": "s0", "type": "structural", "settings": {"d_model": 32, **PINNED}},
+        _gate_region("r1"),
+        {"id": "c1", "type": "coding", "bases": [{"base": "A", "kind": "swiglu"}]},
+        {"id": "p2", "type": "promoter", "settings": {"copies": 2}},
+        {"id": "c2", "type": "coding", "bases": [{"base": "T", "kind": "attention", "params": {"heads": 2}}]},
+    ]
+    if extra_regulator:
+        regions.insert(2, _gate_region("r2"))
+    edges = [{"source": "r1", "target": "c2", "kind": "activates"}]
+    return Genome.from_dict({"regions": regions, "edges": edges})
+
+
+def _regulatory_edges(g: Genome) -> set[tuple[str, str, str]]:
+    return {(e.source, e.target, e.kind) for e in g.edges if e.kind in ("activates", "represses")}
+
+
+def test_regulatory_cascade_connects_inserts_heads_and_rewires():
+    parent = _regulated(extra_regulator=True)
+    seen: set[str] = set()
+    for seed in range(40):
+        child = vary("regulatory_cascade", [parent], random.Random(seed), lambda d: repair(d, PINNED)).genome
+        before, after = _regulatory_edges(parent), _regulatory_edges(child)
+        new_regions = {r.id for r in child.regions} - {r.id for r in parent.regions}
+        types = {r.id: r.type for r in child.regions}
+        if not new_regions and len(after) == len(before) + 1:  # connect: two regulators joined
+            (s, t, _), *_ = after - before
+            assert types[s] == types[t] == "regulatory"
+            seen.add("connect")
+        elif not new_regions:  # rewire: one end of one edge moved
+            assert len(after) == len(before) and len(after - before) == 1 == len(before - after)
+            (old,), (new,) = before - after, after - before
+            assert old[2] == new[2] and (old[0] == new[0]) != (old[1] == new[1])
+            seen.add("rewire")
+        else:
+            (rid,) = new_regions
+            assert types[rid] == "regulatory" and child.region(rid).bases[0].gene.kind == "gate"
+            if ("r1", "c2", "activates") not in after:  # insert: r1 -> c2 became r1 -> rid -> c2
+                assert {("r1", rid, "activates"), (rid, "c2", "activates")} <= after
+                order = [r.id for r in child.regions]
+                assert order.index("r1") < order.index(rid) < order.index("p2")  # not inside p2 + c2
+                seen.add("insert")
+            else:  # head: a new regulator on top of r1 or r2
+                [(s, t, _)] = after - before
+                assert s == rid and t in ("r1", "r2")
+                seen.add("head")
+        assert child.regulatory_depth() >= 1
+    assert seen == {"connect", "insert", "head", "rewire"}
+
+
+def test_repeated_cascade_growth_builds_multi_level_hierarchies():
+    """From a genome without a regulator, the operator alone grows hierarchies three and
+    more regulators deep; every step is a valid genome, priced as the built model."""
+    from phenotype import decode
+
+    genome = Genome.from_dict(
+        {
+            "regions": [
+                {"id": "s0", "type": "structural", "settings": {"d_model": 32, **PINNED}},
+                {"id": "c1", "type": "coding", "bases": [{"base": "A", "kind": "swiglu"}]},
+            ]
+        }
+    )
+    assert genome.regulatory_depth() == 0
+    rng, depths = random.Random(7), []
+    for _ in range(25):
+        genome = vary("regulatory_cascade", [genome], rng, lambda d: repair(d, PINNED)).genome
+        depths.append(genome.regulatory_depth())
+    assert depths[0] == 1 and max(depths) >= 3, depths
+    assert account(genome).params == decode(genome, "meta").num_params()
+
+
+def test_repair_drops_an_edge_into_a_regulator_that_lost_its_signal():
+    doc = _regulated(extra_regulator=True).to_dict()
+    doc["edges"].append({"source": "r1", "target": "r2", "kind": "represses"})
+    assert Genome.from_dict(repair(copy.deepcopy(doc), PINNED)).regulatory_depth() == 2
+    doc["regions"][2]["bases"] = [{"base": "C", "kind": "allosteric", "params": {}}]  # r2: no gate left
+    repaired = Genome.from_dict(repair(doc, PINNED))
+    assert ("r1", "r2", "represses") not in _regulatory_edges(repaired)
+    assert ("r1", "c2", "activates") in _regulatory_edges(repaired)

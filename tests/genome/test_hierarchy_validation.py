@@ -99,3 +99,15 @@ def test_the_sequence_view_labels_the_regulators_of_a_hierarchy():
     # Without a regulator-to-regulator edge the view is what it always was: no labels.
     plain = Genome.from_dict(flat).sequence_view()
     assert "=R[" not in plain and "R[C:gate(hidden=3)]" in plain
+
+
+def test_regulatory_depth_counts_the_regulators_of_the_longest_chain():
+    doc = cascade_doc()
+    assert Genome.from_dict(doc).regulatory_depth() == 3  # r1 -> r2 -> r3
+    doc["edges"] = [e for e in doc["edges"] if e["source"] != "r2"]
+    assert Genome.from_dict(doc).regulatory_depth() == 2  # r1 -> r2, r1 -> r3
+    doc["edges"] = [e for e in doc["edges"] if e["target"] == "c1"]
+    assert Genome.from_dict(doc).regulatory_depth() == 1
+    doc["regions"] = [r for r in doc["regions"] if r["type"] != "regulatory"]
+    doc["edges"] = []
+    assert Genome.from_dict(doc).regulatory_depth() == 0
