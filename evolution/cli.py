@@ -511,6 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
     from evolution.scale_cli import add_scale_command
 
     add_scale_command(sub, common)
+    from evolution.ablate_cli import add_ablate_command
+
+    add_ablate_command(sub, common)
     return parser
 
 

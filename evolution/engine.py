@@ -146,6 +146,8 @@ class Engine:
             raise KeyError(f"no run {run_id!r} in this store")
         if record.config.get("kind") == "scale":  # its generations are points of a ladder
             raise KeyError(f"run {run_id} is an evolve scale ladder, not a search: run evolve scale again")
+        if record.config.get("kind") == "ablate":  # its generations are trainings of variants
+            raise KeyError(f"run {run_id} is an evolve ablate run, not a search: run evolve ablate again")
         config = RunConfig.from_dict({**record.config, **overrides})
         store.set_run_status(run_id, "running")
         return cls(config, store, pool, run_id=run_id, on_event=on_event)

@@ -1,0 +1,470 @@
+"""`evolve ablate ID`: retrain an individual with each module removed or replaced, and say what
+each change does to its quality, with an interval.
+
+**The variants** are the individual's genome (the baseline) and every change
+``evolution.ablate_changes.derive_changes`` makes to it. Each trains like the individual did
+in its run (``RunConfig`` of the run): on the run's task(s), for the full fidelity that the
+run's budget gives it (``Evaluator.fidelity_for``: the run's ``steps``, or under a flops
+budget the steps of the same compute at its own cost), with the learning rate
+``evaluation.evaluate`` applies to every DOGMA phenotype (the width rule), and its quality is
+the engine's (``quality_of`` per task, the mean over several tasks, as ``Evaluator.combine``).
+
+**Seeds.** Replicate k of *every* variant trains under the seed the run's engine gives the
+baseline's replicate k (``Evaluator.seed_for(baseline id, task, k)``: with the default seed
+policy ``derive_seed("eval", id, task)`` and ``derive_seed(that, "repeat", k)``, as
+``evolution.scale.seed_of``). The seed sets the task's data streams and ``torch.manual_seed``,
+so replicate k of all variants sees the same batches in the same order, and the baseline's
+replicate 0 has the key of the run's own evaluation: it is copied from the store, not trained.
+
+**Statistics** (``effects``): the baseline's mean quality over its replicates with a 95 %
+Student-t interval (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n). For a change, ``mean`` is its mean quality and
+``delta`` the mean of the paired differences d_k = q_change,k − q_baseline,k over the
+replicates where both trained (``ok``), with the 95 % Student-t interval of that mean: a
+paired t-interval, since replicate k of both shares the seed and the data order. An interval
+needs two replicates; with one it is None. A failed training (nan, timeout, ...) is left out
+of both and counted in ``failed``.
+
+**The store.** An ablation is a run whose config says ``kind: "ablate"``; its ``ablation``
+entry (genome, source run, task, steps, budget, seed policy, timeout) identifies it, so the
+same command finds its run again: more seeds or other ``--only`` changes add points to it, and
+a killed ``evolve ablate`` resumes. Every point (variant × replicate × task) is committed as
+it arrives, as one generation: a birth whose ``change`` names the change and replicate, and
+its evaluation row under the natural key ``(genome id, task, steps, seed)``. Before training,
+each point is looked up: in the ablation's run it is done (whatever its status); a successful
+row of another run (the source run's own evaluation, a search that met the same genome) is
+copied with ``cached_from``, as the engine's cache does. No schema change.
+
+**Training** goes through the same Ray ``EvaluationPool`` as ``evolve run`` (leases logged to
+the ablation's run), replicate by replicate, so an interrupted ablation holds whole replicates.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from evaluation import EvalRequest, EvalResult
+from evolution.ablate_changes import Change, derive_changes, normalise
+from evolution.config import RunConfig
+from evolution.evaluating import Evaluator, quality_of
+from evolution.types import Candidate
+from genome import Genome
+from store import EvaluationIn, IndividualIn, IndividualRecord, Store, by_slot
+
+DEFAULT_SEEDS = 3
+MAX_SEEDS = 100
+DEFAULT_TIMEOUT_S = 3600.0  # per training: a loaded machine runs a 30-second candidate for minutes
+CONFIDENCE = 0.95
+BASELINE = "baseline"
+
+
+class AblateError(ValueError):
+    """An ablation that cannot be made, with a one-line reason."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The baseline or one change, as trained: its genome, parameters and steps."""
+
+    name: str
+    what: str
+    genome: Genome
+    params: int
+    steps: int
+
+
+@dataclass
+class Point:
+    """One training of one variant, replicate and task and, once known, its outcome."""
+
+    variant: int
+    replicate: int
+    task: str
+    genome_id: str
+    steps: int
+    seed: int
+    status: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""  # "stored", "copied" (from another run), "trained"
+    evaluation_id: int | None = None
+
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.genome_id, self.task, self.steps, self.seed)
+
+    def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
+        self.status, self.metrics, self.origin = status, dict(metrics), origin
+
+
+@dataclass
+class Plan:
+    """The ablation of one individual: its variants × seeds × the run's tasks."""
+
+    individual: int
+    source_run: str
+    config: RunConfig
+    variants: list[Variant]
+    skipped: list[Change]
+    seeds: int
+    timeout_s: float
+    points: list[Point]
+    run_id: str | None = None
+
+    @property
+    def baseline(self) -> Variant:
+        return self.variants[0]
+
+    def ablation_key(self) -> dict[str, Any]:
+        """What identifies the ablation's run in the store (module docstring)."""
+        c = self.config
+        return {
+            "genome_id": self.baseline.genome.id,
+            "source_run": self.source_run,
+            "task": c.task,
+            "steps": c.steps,
+            "budget": c.budget,
+            "seed_policy": c.seed_policy,
+            "timeout_s": self.timeout_s,
+        }
+
+    def run_config(self) -> dict[str, Any]:
+        return {"kind": "ablate", "individual": self.individual, "ablation": self.ablation_key()}
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What ``Evaluator.fidelity_for`` reads of a candidate: its genome."""
+
+    genome: Genome
+
+
+def search_individual(store: Store, record: IndividualRecord) -> IndividualRecord:
+    """The individual of a search that ``record`` stands for: itself, or, when it was born in
+    an ablation or a scale ladder (a genome-id prefix finds the newest birth of a genome, and
+    an ablation's baseline is one), the newest birth of its genome in a search; ``AblateError``
+    when no search holds the genome (its run config, the task and budget, would be unknown)."""
+    kinds = {r.id: r.config.get("kind") for r in store.list_runs()}
+    if kinds.get(record.run_id) is None:
+        return record
+    searches = [
+        m for m in store.find_individuals_by_genome_prefix(record.genome_id) if kinds.get(m.run_id) is None
+    ]
+    if not searches:
+        raise AblateError(
+            f"individual {record.id} was born in an evolve {kinds[record.run_id]} run and no search holds "
+            "its genome: its task and budget are unknown"
+        )
+    return max(searches, key=lambda m: m.id)
+
+
+def make_plan(
+    store: Store,
+    record: IndividualRecord,
+    seeds: int = DEFAULT_SEEDS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    only: Sequence[str] = (),
+) -> Plan:
+    """The ablation of ``record`` (module docstring); ``AblateError`` when it cannot be made:
+    a run that is no DOGMA search, seeds out of range, an ``only`` name the genome has no
+    change of."""
+    from evolution.space import SPACES
+    from phenotype import account
+
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise AblateError(f"--seeds {seeds}: from 1 to {MAX_SEEDS}")
+    record = search_individual(store, record)
+    run = store.get_run(record.run_id)
+    if run is None:  # pragma: no cover - an individual's run exists (foreign key)
+        raise AblateError(f"individual {record.id}: no run {record.run_id}")
+    config = RunConfig.from_dict(run.config)
+    if config.space != "dogma":
+        raise AblateError(
+            f"individual {record.id} is of the {config.space} space: only DOGMA genomes are ablated"
+        )
+    space = SPACES[config.space].from_config(config)
+    evaluator = Evaluator(config, space, store, run.id, on_event=lambda *_: None)
+    baseline = Genome.from_yaml(record.yaml)
+    changes = derive_changes(baseline)
+    if only:
+        wanted = [normalise(n) for n in only]
+        names = [c.name for c in changes]
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            raise AblateError(f"no change {unknown[0]!r} of this genome; its changes: {', '.join(names)}")
+        changes = [c for c in changes if c.name in wanted]
+
+    def variant(name: str, what: str, genome: Genome) -> Variant:
+        steps = evaluator.fidelity_for(cast(Candidate, _Probe(genome)), final=True)
+        return Variant(name, what, genome, account(genome).params, steps)
+
+    variants = [variant(BASELINE, "the individual as evolved", baseline)]
+    variants += [variant(c.name, c.what, c.genome) for c in changes if c.genome is not None]
+    points = [
+        Point(i, k, task, v.genome.id, v.steps, evaluator.seed_for(baseline.id, task, k))
+        for k in range(seeds)
+        for i, v in enumerate(variants)
+        for task in config.tasks
+    ]
+    skipped = [c for c in changes if c.genome is None]
+    return Plan(record.id, run.id, config, variants, skipped, seeds, timeout_s, points)
+
+
+# -- the store -------------------------------------------------------------------------------
+class Recorder:
+    """A plan's run in the store: found or created, its stored points read, new ones committed."""
+
+    def __init__(self, store: Store, plan: Plan) -> None:
+        self.store, self.plan = store, plan
+        key = plan.ablation_key()
+        found = [
+            r
+            for r in store.list_runs()
+            if r.config.get("kind") == "ablate" and r.config.get("ablation") == key
+        ]
+        if found:
+            run = max(found, key=lambda r: r.created)
+            self.run_id, self.next_generation, self.resumed = run.id, run.last_generation + 1, True
+            store.reclaim_expired_leases(run.id)
+        else:
+            self.run_id = store.create_run(plan.run_config(), seed=0, task=plan.config.task)
+            self.next_generation, self.resumed = 0, False
+        plan.run_id = self.run_id
+
+    def lookup(self) -> list[Point]:
+        """Settle the points the store already holds (copying other runs' successes into this
+        run in one generation); return the points still to train."""
+        todo, copies = [], []
+        for p in self.plan.points:
+            rec = self.store.find_evaluation(*p.key(), run_id=self.run_id)
+            if rec is not None:
+                p.settle(rec.status, rec.metrics, "stored")
+                p.evaluation_id = rec.id
+                continue
+            rec = self.store.find_evaluation(*p.key())
+            if rec is not None and rec.status == "ok":
+                metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
+                p.settle(rec.status, metrics, "copied")
+                copies.append((p, "ok", {**metrics, "cached_from": rec.id}, rec.reason, 0.0))
+                continue
+            todo.append(p)
+        if copies:
+            self._commit(copies)
+        return todo
+
+    def record(self, point: Point, result: EvalResult) -> None:
+        """Commit one trained point as the run's next generation."""
+        point.settle(result.status, result.metrics, "trained")
+        self._commit(
+            [(point, result.status, dict(result.metrics), result.reason or None, result.wall_seconds)]
+        )
+
+    def _commit(self, rows: list[tuple[Point, str, dict[str, Any], str | None, float]]) -> None:
+        variants = self.plan.variants
+        genomes = {p.genome_id: variants[p.variant].genome for p, *_ in rows}
+        self.store.commit_generation(
+            self.run_id,
+            self.next_generation,
+            genomes=[(g.id, g.to_yaml(), g.sequence_view()) for g in genomes.values()],
+            individuals=[
+                IndividualIn(
+                    slot,
+                    p.genome_id,
+                    p.seed,
+                    None,
+                    {
+                        "op": "ablate",
+                        "change": variants[p.variant].name,
+                        "replicate": p.replicate,
+                        "params": variants[p.variant].params,
+                    },
+                )
+                for slot, (p, *_) in enumerate(rows)
+            ],
+            evaluations=[
+                EvaluationIn(*p.key(), status, metrics, reason, seconds, individual=by_slot(slot))
+                for slot, (p, status, metrics, reason, seconds) in enumerate(rows)
+            ],
+            members=[by_slot(slot) for slot in range(len(rows))],
+        )
+        self.next_generation += 1
+        for p, *_ in rows:
+            rec = self.store.find_evaluation(*p.key(), run_id=self.run_id)
+            p.evaluation_id = rec.id if rec is not None else None
+
+    def finish(self, failed: bool) -> None:
+        self.store.set_run_status(self.run_id, "failed" if failed else "finished")
+
+
+def train(
+    recorder: Recorder,
+    todo: Sequence[Point],
+    pool: Any,
+    on_point: Callable[[Point, int, int], None] | None = None,
+) -> None:
+    """Train ``todo`` on ``pool`` in plan order (replicate by replicate), committing each
+    result as it arrives."""
+    plan = recorder.plan
+    by_key = {p.key(): p for p in todo}
+    requests = [
+        EvalRequest(
+            genome_yaml=plan.variants[p.variant].genome.to_yaml(),
+            genome_id=p.genome_id,
+            task=p.task,
+            fidelity=p.steps,
+            seed=p.seed,
+            timeout_s=plan.timeout_s,
+        )
+        for p in todo
+    ]
+    done = 0
+
+    def on_result(result: EvalResult) -> None:
+        nonlocal done
+        p = by_key[(result.genome_id, result.task, int(result.fidelity), result.seed)]
+        recorder.record(p, result)
+        done += 1
+        if on_point is not None:
+            on_point(p, done, len(requests))
+
+    if requests:
+        pool.evaluate(requests, on_result=on_result)
+
+
+# -- statistics ------------------------------------------------------------------------------
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """The Student-t interval of the mean of ``values``: mean ± t_{(1+c)/2, n-1} · s/√n
+    (s the sample standard deviation); None for fewer than two values."""
+    from scipy.stats import t
+
+    n = len(values)
+    if n < 2:
+        return None
+    mean = statistics.fmean(values)
+    half = float(t.ppf((1 + confidence) / 2, n - 1)) * statistics.stdev(values) / math.sqrt(n)
+    return (mean - half, mean + half)
+
+
+def replicate_qualities(plan: Plan, variant: int) -> list[float | None]:
+    """Quality of each replicate of a variant: the engine's quality on the run's one task, the
+    mean over its tasks; None where a task failed or has not trained."""
+    out: list[float | None] = []
+    for k in range(plan.seeds):
+        rows = [p for p in plan.points if p.variant == variant and p.replicate == k]
+        if any(p.status != "ok" for p in rows):
+            out.append(None)
+        else:
+            out.append(statistics.fmean(quality_of(p.metrics) for p in rows))
+    return out
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A variant's mean quality and, for a change, its paired difference from the baseline."""
+
+    mean: float | None
+    ci: tuple[float, float] | None  # of the mean (baseline) or of delta (a change)
+    n: int  # replicates the interval is over
+    failed: int
+    qualities: tuple[float | None, ...]
+    delta: float | None = None
+
+
+def effects(base: Sequence[float | None], change: Sequence[float | None] | None = None) -> Effect:
+    """The baseline's effect (``change`` None) or a change's, paired by replicate (module
+    docstring)."""
+    if change is None:
+        ok = [q for q in base if q is not None]
+        mean = statistics.fmean(ok) if ok else None
+        return Effect(mean, t_interval(ok), len(ok), len(base) - len(ok), tuple(base))
+    own = [q for q in change if q is not None]
+    diffs = [c - b for b, c in zip(base, change, strict=True) if b is not None and c is not None]
+    return Effect(
+        statistics.fmean(own) if own else None,
+        t_interval(diffs),
+        len(diffs),
+        len(change) - len(own),
+        tuple(change),
+        statistics.fmean(diffs) if diffs else None,
+    )
+
+
+def summary(plan: Plan) -> dict[str, Any]:
+    """The JSON-able result: ``individual``, ``baseline`` {mean, ci}, ``ablations``
+    [{change, params, mean, delta, ci}], with the run, seeds, tasks and skipped changes."""
+    base_q = replicate_qualities(plan, 0)
+    base = effects(base_q)
+    ablations = []
+    for i, v in enumerate(plan.variants[1:], start=1):
+        e = effects(base_q, replicate_qualities(plan, i))
+        ablations.append(
+            {
+                "change": v.name,
+                "what": v.what,
+                "params": v.params,
+                "steps": v.steps,
+                "mean": e.mean,
+                "delta": e.delta,
+                "ci": None if e.ci is None else list(e.ci),
+                "n": e.n,
+                "failed": e.failed,
+                "qualities": list(e.qualities),
+                "genome_id": v.genome.id,
+            }
+        )
+    b = plan.baseline
+    return {
+        "individual": plan.individual,
+        "genome_id": b.genome.id,
+        "sequence": b.genome.sequence_view(),
+        "source_run": plan.source_run,
+        "run_id": plan.run_id,
+        "task": plan.config.task,
+        "seeds": plan.seeds,
+        "confidence": CONFIDENCE,
+        "baseline": {
+            "mean": base.mean,
+            "ci": None if base.ci is None else list(base.ci),
+            "n": base.n,
+            "failed": base.failed,
+            "qualities": list(base.qualities),
+            "params": b.params,
+            "steps": b.steps,
+        },
+        "ablations": ablations,
+        "skipped": [{"change": c.name, "reason": c.reason} for c in plan.skipped],
+        "points": [
+            {
+                "change": plan.variants[p.variant].name,
+                "replicate": p.replicate,
+                "task": p.task,
+                "seed": p.seed,
+                "status": p.status,
+                "quality": quality_of(p.metrics) if p.status == "ok" else None,
+                "origin": p.origin,
+                "evaluation_id": p.evaluation_id,
+            }
+            for p in plan.points
+        ],
+    }
+
+
+__all__ = [
+    "BASELINE",
+    "DEFAULT_SEEDS",
+    "DEFAULT_TIMEOUT_S",
+    "AblateError",
+    "Effect",
+    "Plan",
+    "Point",
+    "Recorder",
+    "Variant",
+    "effects",
+    "make_plan",
+    "replicate_qualities",
+    "search_individual",
+    "summary",
+    "t_interval",
+    "train",
+]
