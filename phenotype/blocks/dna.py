@@ -19,6 +19,22 @@ Concentrations stay in [0, 1] (G) and ≥ 0 (O); k, γ, δ = exp(learned logs). 
 diagonal linear recurrences: training runs them through `kernels.gated_linear_recurrence`
 (one 1 x 1 state per reaction); the species concentrations (G', O) are the carried state.
 
+Strand-displacement cascade (`depth` Λ > 1): Λ layers of R reactions, where the output
+strands released by layer ℓ-1 are the input strands of layer ℓ. Each upstream strand is
+routed to the downstream gates by a column-stochastic matrix S^ℓ_{r,r'} = softmax_r(Θ^ℓ_{r,r'})
+(R x R, Σ_r S^ℓ_{r,r'} = 1, so routing conserves the strands' total concentration):
+
+    ι^1_t = softplus(x_t W_ι + b_ι),     ι^ℓ_t = S^ℓ O^{ℓ-1}_t   (ℓ = 2..Λ, same step t)
+
+and layer ℓ runs the two lines above with its own k^ℓ, γ^ℓ, δ^ℓ on ι^ℓ; y^A_t = O^Λ_t W_A.
+Every concentration stays non-negative and bounded: G'^ℓ ∈ [0, 1], q^ℓ ∈ [0, 1),
+0 ≤ O^ℓ ≤ 1 / (1 - e^{-δ^ℓ}) (at most 1 is released per step), 0 ≤ Σ_r ι^ℓ_r = Σ_r O^{ℓ-1}_r.
+Not conserved: a downstream gate reads its input strand's concentration without removing
+it from O^{ℓ-1} (the strand is not consumed, as if in excess). That keeps each layer a
+linear recurrence given the layer before it, so training stays parallel in time (Λ scans of
+two lines); consuming it would couple the layers both ways and force a loop over tokens.
+Λ = 1 is the independent reactions above, with the same parameters and numerics.
+
 Path B — automaton. A selective scan over P channels and N named species (`species`):
 
     [u, δ, B, C] = x W_B,  Δ = softplus(δ + b_Δ),  A = -exp(A_log)  (S4D-real init)
@@ -44,7 +60,7 @@ c_t = x_t W_c hybridise over a short causal window w with per-offset binding str
 
 a gated bilinear pairing (the sum is a causal depthwise convolution of the complement).
 
-State: path A 2R, path B P·N, path C L·S, path D P·(w-1), fixed in the context length.
+State: path A 2RΛ, path B P·N, path C L·S, path D P·(w-1), fixed in the context length.
 The scans' work is declared in `extra_flops_per_token` (recurrent-form cost).
 """
 
@@ -76,6 +92,10 @@ class DNAConfig(BlockConfig, kind="dna", role="sequence"):
     species: int  # S: path C states per lane
     lanes: int  # L: path C
     window: int  # w: path D hybridisation window
+    # Λ: path A's cascade layers. The one field with a default: the gene leaves depth 1 out
+    # of its canonical params (genome ids from before the cascade hold), and configs built
+    # directly keep working.
+    depth: int = 1
 
     def build(self) -> DNABlock:
         return DNABlock(self)
@@ -105,18 +125,21 @@ class DNAConfig(BlockConfig, kind="dna", role="sequence"):
     def num_params(self) -> int:
         p, r, n = self.width, self.reactions, self.d_state
         own = 3 * r + p + p * n + p + p * self.window  # k, γ, δ; b_Δ, A_log, D; κ
-        return own + sum(linear_params(i, o, b) for i, o, b in self._linears())
+        cascade = (self.depth - 1) * (r * r + 3 * r)  # Θ^ℓ, k^ℓ, γ^ℓ, δ^ℓ of layers 2..Λ
+        return own + cascade + sum(linear_params(i, o, b) for i, o, b in self._linears())
 
     def flops_per_token(self, seq_len: int) -> int:
         dense = 2 * sum(i * o for i, o, _ in self._linears()) + 2 * self.width * self.window
-        return dense + self.extra_flops_per_token()
+        routing = 2 * (self.depth - 1) * self.reactions**2  # ι^ℓ = S^ℓ O^{ℓ-1}
+        return dense + routing + self.extra_flops_per_token()
 
     def extra_flops_per_token(self) -> int:
-        return 10 * self.reactions + 7 * self.width * self.d_state + 2 * self.lanes * self.species**2
+        path_a = 10 * self.reactions * self.depth
+        return path_a + 7 * self.width * self.d_state + 2 * self.lanes * self.species**2
 
     def state_fixed(self) -> int:
         return (
-            2 * self.reactions
+            2 * self.reactions * self.depth
             + self.width * self.d_state
             + self.lanes * self.species
             + self.width * (self.window - 1)
@@ -151,6 +174,15 @@ class DNABlock(Mixer[DNAConfig]):
         self.gamma_log = nn.Parameter(torch.full((r,), math.log(0.1)))
         self.delta_log = nn.Parameter(torch.linspace(math.log(0.01), math.log(0.5), r))
         self.out_A = nn.Linear(r, d, bias=cfg.bias)
+        if cfg.depth > 1:  # cascade layers 2..Λ (deterministic init: no draw moves the others')
+            layers = cfg.depth - 1
+            self.routing = nn.Parameter(4.0 * torch.eye(r).repeat(layers, 1, 1))  # Θ: mostly r -> r
+            self.cascade_k_log = nn.Parameter(torch.zeros(layers, r))
+            self.cascade_gamma_log = nn.Parameter(torch.full((layers, r), math.log(0.1)))
+            self.cascade_delta_log = nn.Parameter(
+                torch.linspace(math.log(0.01), math.log(0.5), r).repeat(layers, 1)
+            )
+            no_weight_decay(self.cascade_k_log, self.cascade_gamma_log, self.cascade_delta_log)
         # Path B: automaton (selective scan over named species).
         self.in_B = nn.Linear(d, 2 * p + 2 * n, bias=cfg.bias)
         dt = torch.exp(torch.rand(p) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
@@ -174,17 +206,31 @@ class DNABlock(Mixer[DNAConfig]):
         return species_names(self.cfg.d_state)
 
     # -- path A ----------------------------------------------------------------------------
-    def _displacement(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """x: (..., D) -> log-decays and inputs of G' and the displaced fraction q (..., R)."""
-        iota = F.softplus(self.input_strands(x))
-        k_iota = torch.exp(self.k_log) * iota
-        gamma = torch.exp(self.gamma_log)
+    def _rates(self, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-rates (k, γ, δ) of cascade layer `layer` (0: the first), each (R,)."""
+        if layer == 0:
+            return self.k_log, self.gamma_log, self.delta_log
+        i = layer - 1
+        return self.cascade_k_log[i], self.cascade_gamma_log[i], self.cascade_delta_log[i]
+
+    def _input_strands(self, x: torch.Tensor, layer: int, upstream: torch.Tensor | None) -> torch.Tensor:
+        """ι of layer `layer`, (..., R): from the input x (..., D) for the first, else the
+        upstream layer's released strands O^{ℓ-1} (..., R) routed by S^ℓ."""
+        if layer == 0 or upstream is None:
+            return F.softplus(self.input_strands(x))
+        routing = torch.softmax(self.routing[layer - 1], dim=0)  # column r' sums to 1 over r
+        return F.linear(upstream, routing)
+
+    def _displacement(self, iota: torch.Tensor, layer: int) -> tuple[torch.Tensor, ...]:
+        """ι (..., R) -> log-decays and inputs of G' and the displaced fraction q (..., R)."""
+        k_log, gamma_log, _ = self._rates(layer)
+        k_iota = torch.exp(k_log) * iota
+        gamma = torch.exp(gamma_log)
         return -k_iota - gamma, torch.exp(-gamma) * -torch.expm1(-k_iota), -torch.expm1(-k_iota)
 
-    def _path_A(self, x: torch.Tensor) -> torch.Tensor:
+    def strand_cascade(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, T, D) -> the released output strands O^ℓ_t of every layer, (B, T, Λ, R)."""
         import kernels
-
-        log_g, in_g, q = self._displacement(x)  # (B, T, R)
 
         def diagonal_scan(log_decay: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
             batch, length, reactions = inputs.shape
@@ -194,10 +240,19 @@ class DNABlock(Mixer[DNAConfig]):
             )
             return out[..., 0].transpose(1, 2)
 
-        depleted = diagonal_scan(log_g, in_g)
-        previous = torch.cat([torch.zeros_like(depleted[:, :1]), depleted[:, :-1]], 1)
-        log_o = (-torch.exp(self.delta_log)).expand_as(q)
-        return self.out_A(diagonal_scan(log_o, (1 - previous) * q))
+        released: torch.Tensor | None = None
+        layers = []
+        for layer in range(self.cfg.depth):
+            log_g, in_g, q = self._displacement(self._input_strands(x, layer, released), layer)
+            depleted = diagonal_scan(log_g, in_g)
+            previous = torch.cat([torch.zeros_like(depleted[:, :1]), depleted[:, :-1]], 1)
+            log_o = (-torch.exp(self._rates(layer)[2])).expand_as(q)
+            released = diagonal_scan(log_o, (1 - previous) * q)
+            layers.append(released)
+        return torch.stack(layers, 2)
+
+    def _path_A(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out_A(self.strand_cascade(x)[:, :, -1])
 
     # -- path B ----------------------------------------------------------------------------
     def _automaton_inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -248,8 +303,8 @@ class DNABlock(Mixer[DNAConfig]):
         p0 = w.new_zeros(batch, c.lanes, c.species)
         p0[..., 0] = 1
         return {
-            "depleted": w.new_zeros(batch, c.reactions),
-            "released": w.new_zeros(batch, c.reactions),
+            "depleted": w.new_zeros(batch, c.depth, c.reactions),
+            "released": w.new_zeros(batch, c.depth, c.reactions),
             "species": w.new_zeros(batch, c.width, c.d_state),
             "lanes": p0,
             "complement": w.new_zeros(batch, c.width, c.window - 1),
@@ -257,9 +312,16 @@ class DNABlock(Mixer[DNAConfig]):
 
     def step(self, x_t: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict]:
         """x_t: (B, D) -> (B, D): one step of each path's recurrence."""
-        log_g, in_g, q = self._displacement(x_t)
-        released = torch.exp(-torch.exp(self.delta_log)) * state["released"] + (1 - state["depleted"]) * q
-        depleted = torch.exp(log_g) * state["depleted"] + in_g
+        upstream: torch.Tensor | None = None
+        depleted_layers, released_layers = [], []
+        for layer in range(self.cfg.depth):
+            log_g, in_g, q = self._displacement(self._input_strands(x_t, layer, upstream), layer)
+            was_depleted, was_released = state["depleted"][:, layer], state["released"][:, layer]
+            decay = torch.exp(-torch.exp(self._rates(layer)[2]))
+            upstream = decay * was_released + (1 - was_depleted) * q
+            depleted_layers.append(torch.exp(log_g) * was_depleted + in_g)
+            released_layers.append(upstream)
+        assert upstream is not None
 
         u, delta, Bm, Cm = self._automaton_inputs(x_t)
         delta = F.softplus(delta + self.dt_bias)[..., None]
@@ -274,7 +336,7 @@ class DNABlock(Mixer[DNAConfig]):
 
         paths = torch.stack(
             [
-                self.out_A(released),
+                self.out_A(upstream),
                 self.out_B(y_B),
                 self.out_C(lanes.flatten(-2)),
                 self.out_D(torch.sigmoid(gate) * strand * paired),
@@ -283,8 +345,8 @@ class DNABlock(Mixer[DNAConfig]):
         )
         y = (paths * torch.softmax(self.regulation(x_t), -1)[..., None, :]).sum(-1)
         return y, {
-            "depleted": depleted,
-            "released": released,
+            "depleted": torch.stack(depleted_layers, 1),
+            "released": torch.stack(released_layers, 1),
             "species": h,
             "lanes": lanes,
             "complement": window[..., 1:],

@@ -44,6 +44,7 @@ VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"width": 12, "reactions": 5, "d_state": 3, "species": 3, "lanes": 2, "window": 2},
         {"bias": True},
     ),
+    ("dna", {"reactions": 4, "depth": 3, "lanes": 1}, {}),  # a strand-displacement cascade
     ("strand_attention", {"heads": 4, "kv_heads": 2, "window": 6, "scales": 2}, {"positions": "alibi"}),
     ("expression", {"hidden": 20, "activation": "silu"}, {"bias": True}),
     ("tetra", {"window": 1, "stride": 3, "levels": 2, "rounds": 3}, {"bias": True}),
