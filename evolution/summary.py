@@ -52,7 +52,10 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
 
 
 def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
-    """The run's (default: newest run's) best evaluated individual: accuracy ↑, params ↓."""
+    """The run's (default: newest run's) best evaluated individual: quality ↑ (the run's first
+    objective, `evaluating.quality_of`), params ↓ — the order `engine.best_of` ranks by."""
+    from evolution.evaluating import quality_of
+
     if run_id is None:
         runs = store.list_runs()
         if not runs:
@@ -66,7 +69,7 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
 
     def rank(i: IndividualRecord) -> tuple[float, float, int]:
         metrics = i.metrics or {}
-        return (-metrics.get("accuracy", 0.0), metrics.get("params", 0), i.id)
+        return (-quality_of(metrics), metrics.get("params", 0), i.id)
 
     return min(evaluated, key=rank)
 
