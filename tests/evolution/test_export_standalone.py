@@ -249,6 +249,8 @@ CATALOGUE = {
                 _base("T", "lstm", hidden=12),
                 _base("T", "gru", hidden=10),
                 _base("T", "conv", kernel=3),
+                _base("A", "tetra_mesh", neighbours=6),
+                _base("T", "dna", reactions=4, depth=2),
                 _base("A", "mlp", hidden=40, activation="relu"),
             ],
         },
