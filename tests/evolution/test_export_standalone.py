@@ -282,6 +282,33 @@ CATALOGUE = {
     ],
 }
 
+# A regulatory hierarchy: a router-only regulator over a gate regulator over two more,
+# one of them regulated twice, gating coding regions at every level.
+CASCADE = {
+    "regions": [
+        {"id": "s0", "type": "structural", "settings": {"d_model": 32, **PINNED}},
+        {"id": "r0", "type": "regulatory", "bases": [_base("C", "allosteric", k=1, width=4)]},
+        {"id": "r1", "type": "regulatory", "bases": [_base("C", "gate", hidden=6)]},
+        {"id": "c1", "type": "coding", "bases": [_base("T", "attention", heads=2), _base("A", "swiglu")]},
+        {
+            "id": "r2",
+            "type": "regulatory",
+            "bases": [_base("C", "gate", hidden=4), _base("C", "gate", hidden=3)],
+        },
+        {"id": "r3", "type": "regulatory", "bases": [_base("C", "gate", hidden=5)]},
+        {"id": "p2", "type": "promoter", "settings": {"copies": 2}},
+        {"id": "c2", "type": "coding", "bases": [_base("T", "conv", kernel=3)]},
+    ],
+    "edges": [
+        {"source": "r0", "target": "r1", "kind": "activates"},
+        {"source": "r1", "target": "r2", "kind": "represses"},
+        {"source": "r1", "target": "r3", "kind": "activates"},
+        {"source": "r2", "target": "r3", "kind": "activates"},
+        {"source": "r1", "target": "c1", "kind": "activates"},
+        {"source": "r3", "target": "c2", "kind": "represses"},
+    ],
+}
+
 GENOMES = {
     "attention-gpt2": lambda: _preset("gpt2-small"),
     "attention-llama3": lambda: _preset("llama3-8b"),
@@ -291,6 +318,7 @@ GENOMES = {
     "rnn-rwkv4": lambda: _preset("rwkv4-169m"),
     "dogma": lambda: _preset("dogma"),
     "catalogue": lambda: Genome.from_dict(CATALOGUE),
+    "cascade": lambda: Genome.from_dict(CASCADE),
 }
 
 
