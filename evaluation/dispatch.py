@@ -5,7 +5,8 @@ slot, the attempts in flight (:class:`Flight`, keyed by their Ray object ref), t
 number of attempts made per request, and the results so far. :meth:`Dispatch.run` loops
 until every request has exactly one result:
 
-1. :meth:`~Dispatch.submit` waiting requests while fewer than ``pool.slots`` are in flight;
+1. :meth:`~Dispatch.admit` waiting requests while fewer than ``pool.slots`` are in flight
+   and, on GPUs, their share (``pool.gpu_share``) fits beside the shares in flight;
 2. :meth:`~Dispatch.wait` for a finished task, the earliest deadline or the next poll;
 3. :meth:`~Dispatch.on_done` for every finished task (a transient failure is retried);
 4. :meth:`~Dispatch.poll` the heartbeat board (when leases are on): renew beating
@@ -65,6 +66,7 @@ class Flight:
     submitted: float
     worker: str | None = None
     renewed: float = 0.0
+    gpu: float = 0.0  # the share of a GPU it holds (pool.gpu_share)
 
 
 class Dispatch:
@@ -90,8 +92,7 @@ class Dispatch:
         """Loop until every request has its result (module docstring); return them."""
         try:
             while self.waiting or self.flights:
-                while self.waiting and len(self.flights) < self.pool.slots:
-                    self.submit(self.waiting.popleft())
+                self.admit()
                 for ref in self.wait():
                     self.on_done(ref)
                 if self.board is not None and self.flights:
@@ -105,6 +106,21 @@ class Dispatch:
 
     # -- steps of the loop -----------------------------------------------------------
 
+    def admit(self) -> None:
+        """Submit waiting requests, first fit in request order, while a slot is free and each
+        one's GPU share fits beside the shares in flight (``pool.gpus`` in all); a request
+        that does not fit waits and smaller ones behind it go first. With nothing in flight
+        the first waiting request goes whatever its share, so nothing waits forever."""
+        for index in list(self.waiting):
+            if len(self.flights) >= self.pool.slots:
+                return
+            share = self.pool.gpu_share(self.requests[index])
+            in_flight = sum(flight.gpu for flight in self.flights.values())
+            if self.flights and in_flight + share > self.pool.gpus + 1e-9:
+                continue
+            self.waiting.remove(index)
+            self.submit(index)
+
     def submit(self, index: int) -> None:
         """Start a new attempt at request ``index``; its lease is ``running``."""
         self.attempts[index] += 1
@@ -117,6 +133,7 @@ class Dispatch:
         now = time.monotonic()
         deadline = now + limit + self.pool.timeout_grace_s
         flight = Flight(index, request, limit, deadline, self.attempts[index], token, now)
+        flight.gpu = self.pool.gpu_share(request)
         self.flights[ref] = flight
         self.lease(flight, "running")
 

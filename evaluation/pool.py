@@ -30,6 +30,13 @@ when the run resumes (``Store.reclaim_expired_leases``). Results carry
 ``torch_threads`` and ``worker_host`` / ``worker_pid`` / ``worker_node`` in their metrics,
 so a replay can use the same thread count and a report can say where a candidate ran.
 
+GPUs. On a cluster with GPUs each candidate asks Ray for a fraction of one GPU sized from
+its estimated training memory (:mod:`evaluation.gpu`: ``GpuShares``, a grid of 1/16), so
+small candidates share a GPU densely and a large one gets what it needs; the driver submits
+a candidate only while the shares in flight fit the GPUs. One GPU's memory is probed once
+at start (a Ray task reading ``nvidia-smi``) unless ``gpu_bytes`` is given; if the probe
+fails every candidate asks for ``gpu_fraction``.
+
 The worker's side (task body, heartbeat thread, board actor) is :mod:`evaluation.worker`;
 the driver's bookkeeping of one ``evaluate`` call is :class:`evaluation.dispatch.Dispatch`.
 """
@@ -48,6 +55,7 @@ from store import LeaseIn
 
 from .dispatch import Dispatch, ObjectRef
 from .evaluate import ModelBuilder
+from .gpu import PACKING_GRID, GpuShares, probe_gpu_bytes
 from .result import EvalRequest, EvalResult
 from .worker import (
     DEFAULT_HEARTBEAT_S,
@@ -90,8 +98,10 @@ class EvaluationPool:
     """Evaluate many requests in parallel on Ray.
 
     ``workers``: parallel evaluations (default ``os.cpu_count()`` locally, the cluster's
-    CPU count when joining one). Each evaluation is one Ray task with ``num_cpus=1``, or
-    ``gpu_fraction`` of a GPU when the cluster has GPUs; on CPU each gets
+    CPU count when joining one). Each evaluation is one Ray task with ``num_cpus=1`` and,
+    when the cluster has GPUs, its share of one GPU (module docstring; ``gpu_bytes``: one
+    GPU's memory, probed when None; ``gpu_fraction``: the share of a candidate whose memory
+    cannot be estimated, and of every one when the probe fails); each gets
     ``cores // workers`` torch threads. ``timeout_s`` applies to requests whose own
     ``timeout_s`` is None. ``max_retries``: further attempts after a lost worker, an
     expired lease or a transient failure (see the module docstring). ``build_model`` is
@@ -115,6 +125,7 @@ class EvaluationPool:
         lease_s: float | None = DEFAULT_LEASE_S,
         start_grace_s: float = DEFAULT_START_GRACE_S,
         on_lease: Callable[[LeaseIn], None] | None = None,
+        gpu_bytes: int | None = None,
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -135,6 +146,9 @@ class EvaluationPool:
         self.lease_s = lease_s
         self.start_grace_s = start_grace_s
         self.on_lease = on_lease
+        self.gpu_bytes = gpu_bytes
+        self.gpus = 0.0  # GPUs of the cluster (Ray's "GPU" resource), known once started
+        self._shares: GpuShares | None = None
         self._started_ray = False
         self._remote: Any = None
         self._function: Any = None
@@ -186,9 +200,15 @@ class EvaluationPool:
         gpus = resources.get("GPU", 0.0)
         self.slots = min(self.workers or cpus, cpus)
         options: dict[str, Any] = {"num_cpus": 1, "max_retries": self.max_retries}
+        self.gpus = float(gpus)
         if gpus > 0:
             options["num_gpus"] = self.gpu_fraction
-            self.slots = min(self.slots, max(1, int(gpus / self.gpu_fraction)))
+            self.slots = min(self.slots, max(1, int(gpus * PACKING_GRID)))
+            gpu_bytes = self.gpu_bytes or _probe_gpu_bytes(ray)
+            if gpu_bytes:
+                self._shares = GpuShares(gpu_bytes, self.build_model, fallback=self.gpu_fraction)
+            else:
+                self.slots = min(self.slots, max(1, int(gpus / self.gpu_fraction)))
         cores = (os.cpu_count() or 1) if self._started_ray else cpus
         self.torch_threads = max(1, cores // self.slots)
         self._function, self._options = ray.remote(evaluate_on_worker), options
@@ -212,6 +232,20 @@ class EvaluationPool:
 
             ray.shutdown()
             self._started_ray = False
+
+    @property
+    def device_type(self) -> str:
+        """Where candidates train: ``"cuda"`` when the cluster has GPUs, else ``"cpu"``
+        (``evaluation.precision.pool_precision`` resolves ``auto`` by it)."""
+        return "cuda" if self.gpus > 0 else "cpu"
+
+    def gpu_share(self, request: EvalRequest) -> float:
+        """The fraction of a GPU ``request`` asks Ray for: 0 without GPUs, else its
+        estimated share (``evaluation.gpu``), never more than the cluster has."""
+        if self.gpus <= 0:
+            return 0.0
+        share = self._shares(request) if self._shares is not None else self.gpu_fraction
+        return min(share, self.gpus)
 
     # -- evaluation ------------------------------------------------------------------
 
@@ -238,12 +272,27 @@ class EvaluationPool:
         heartbeat board. Ray's own restarts of a later attempt count against the same
         budget of ``max_retries + 1`` attempts."""
         remote = self._remote
+        options: dict[str, Any] = {}
         if attempt > 1:
-            retries = max(0, self.max_retries + 1 - attempt)
-            remote = self._function.options(**{**self._options, "max_retries": retries})
+            options["max_retries"] = max(0, self.max_retries + 1 - attempt)
+        if self.gpus > 0:
+            options["num_gpus"] = self.gpu_share(request)
+        if options:
+            remote = self._function.options(**{**self._options, **options})
         return remote.remote(
             request, self.build_model, self.torch_threads, self._board, token, self.heartbeat_s
         )
+
+
+def _probe_gpu_bytes(ray: Any, timeout_s: float = 120.0) -> int | None:
+    """One GPU's memory, read by a Ray task that holds a whole GPU for the moment it takes;
+    None when that fails (no ``nvidia-smi`` and no CUDA where the task ran)."""
+    try:
+        probe = ray.remote(num_gpus=1, num_cpus=0, max_retries=0)(probe_gpu_bytes)
+        return int(ray.get(probe.remote(), timeout=timeout_s))
+    except Exception as error:  # noqa: BLE001 - fall back to gpu_fraction per candidate
+        logging.getLogger(__name__).warning("GPU memory probe failed, packing by gpu_fraction: %s", error)
+        return None
 
 
 def _import_ray() -> Any:

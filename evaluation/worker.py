@@ -4,8 +4,11 @@ The driver side (when to submit, retry, expire or give up) is :mod:`evaluation.d
 this module is only what the worker does and what it tells the driver.
 
 * :func:`evaluate_on_worker` is the body of one Ray task: it evaluates one request and
-  adds ``torch_threads`` and ``worker_host`` / ``worker_pid`` / ``worker_node`` to the
-  result's metrics. With a board and a token it first waits for one heartbeat to land,
+  adds ``torch_threads`` and ``worker_host`` / ``worker_pid`` / ``worker_node`` (and, on a
+  GPU, ``gpu_share``: the fraction of one GPU Ray gave it) to the result's metrics. A
+  candidate that runs out of GPU memory is an ``oom`` result like any failure; ``evaluate``
+  has freed its model and emptied the CUDA cache before this returns, so the worker
+  process goes on to the next candidate. With a board and a token it first waits for one heartbeat to land,
   then beats every ``heartbeat_s`` seconds from a daemon thread until the evaluation ends.
 * :class:`HeartbeatBoard` is a small Ray actor keeping the last beat of every attempt on
   its own clock, so no clock skew between machines reaches the driver's judgement.
@@ -114,7 +117,22 @@ def evaluate_on_worker(
     finally:
         stop.set()
     metrics = {**result.metrics, "torch_threads": torch_threads, **identity}
+    share = _assigned_gpu_share()
+    if share:
+        metrics["gpu_share"] = share
     return replace(result, metrics=metrics)
+
+
+def _assigned_gpu_share() -> float:
+    """The fraction of a GPU Ray gave this task (0 outside Ray or without GPUs)."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return float(ray.get_runtime_context().get_assigned_resources().get("GPU", 0.0))
+    except Exception:  # noqa: BLE001 - informative only
+        pass
+    return 0.0
 
 
 def _start_heartbeat(board: Any, token: str, worker: str, heartbeat_s: float, stop: threading.Event) -> None:

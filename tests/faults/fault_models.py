@@ -7,6 +7,7 @@ import os
 import signal
 from pathlib import Path
 
+import torch
 from torch import nn
 
 from evaluation import TransientFailure, get_task
@@ -25,6 +26,18 @@ def _first_time(folder: str, name: str) -> bool:
         return False
     marker.write_text(str(os.getpid()))
     return True
+
+
+class CudaOOMModel(TinyAttentionLM):
+    """A tiny model whose forward fails the way the CUDA caching allocator does when a
+    candidate needs more GPU memory than is left (``torch.OutOfMemoryError``), after its
+    activations exist, as a real out-of-memory step would be."""
+
+    def forward(self, ids):
+        super().forward(ids)
+        raise torch.OutOfMemoryError(
+            "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 139.72 GiB"
+        )
 
 
 def build(genome_yaml: str):
@@ -50,6 +63,9 @@ def build(genome_yaml: str):
         if _first_time(folder, kind):
             raise TransientFailure("scratch disk unavailable")
         return tiny
+    if kind == "cuda-oom":
+        _first_time(folder, kind)
+        return CudaOOMModel(VOCAB, SEQ_LEN), VOCAB, SEQ_LEN
     if kind == "huge-alloc":  # asks the allocator for 4 PiB
         _first_time(folder, kind)
         nn.Linear(1 << 25, 1 << 25)

@@ -8,6 +8,7 @@ reason where it is not, never hung and never left "running" in the store.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import time
 
@@ -152,6 +153,22 @@ def test_memory_over_the_limit_is_oom(lab, tmp_path, tally):
     assert [r.status for r in results] == ["oom", "oom"], [r.reason for r in results]
     assert "exceeds the limit" in results[0].reason
     tally.add("memory over the limit", injected=2)
+
+
+def test_cuda_oom_is_a_typed_failure_and_the_worker_goes_on(lab, tmp_path, tally):
+    """A candidate that runs out of GPU memory is an ``oom`` result, not retried and not a
+    lost worker: the same process (still alive) trains the next candidate."""
+    pool, store, run_id, _, _ = lab
+    oom = _request("cuda-oom", tmp_path)
+    [failed] = pool.evaluate([oom])
+    assert failed.status == "oom", failed.reason
+    assert "CUDA out of memory" in failed.reason
+    assert _calls(tmp_path, "cuda-oom") == 1  # final: not retried
+    assert _leases(store, run_id, oom.genome_id) == [(1, "done")]
+    os.kill(failed.metrics["worker_pid"], 0)  # the worker process is alive
+    [after] = pool.evaluate([_request("tiny", tmp_path)])
+    assert after.status == "ok", after.reason
+    tally.add("CUDA out of memory in training")
 
 
 def test_hung_worker_loses_its_lease_and_is_retried(lab, tmp_path, tally):
