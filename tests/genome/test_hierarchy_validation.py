@@ -9,6 +9,7 @@ signal; genomes without such edges keep their canonical form, id and sequence vi
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -111,3 +112,17 @@ def test_regulatory_depth_counts_the_regulators_of_the_longest_chain():
     doc["regions"] = [r for r in doc["regions"] if r["type"] != "regulatory"]
     doc["edges"] = []
     assert Genome.from_dict(doc).regulatory_depth() == 0
+
+
+def test_evolve_genome_show_prints_the_hierarchy(tmp_path, capsys):
+    from evolution.cli import main
+
+    path = tmp_path / "cascade.yaml"
+    genome = Genome.from_dict(cascade_doc())
+    path.write_text(genome.to_yaml())
+    assert main(["genome", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "r1=R[C:gate(hidden=3)]" in out and "r1>r2:activates r2>r3:represses" in out
+    assert main(["genome", "show", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["genome_id"] == genome.id and shown["sequence"] == genome.sequence_view()
