@@ -32,7 +32,10 @@ it arrives, as one generation: a birth whose ``change`` names the change and rep
 its evaluation row under the natural key ``(genome id, task, steps, seed)``. Before training,
 each point is looked up: in the ablation's run it is done (whatever its status); a successful
 row of another run (the source run's own evaluation, a search that met the same genome) is
-copied with ``cached_from``, as the engine's cache does. No schema change.
+copied with ``cached_from``, as the engine's cache does, when it trained in the ablation's
+precision (the run's ``precision`` resolved where this command runs: ``auto`` is bf16 with
+CUDA here, else fp32; every request carries it, and a bf16 ablation is another run). No
+schema change.
 
 **Training** goes through the same Ray ``EvaluationPool`` as ``evolve run`` (leases logged to
 the ablation's run), replicate by replicate, so an interrupted ablation holds whole replicates.
@@ -47,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from evaluation import EvalRequest, EvalResult
+from evaluation.precision import LEGACY_PRECISION, pool_precision, precision_of
 from evolution.ablate_changes import Change, derive_changes, normalise
 from evolution.config import RunConfig
 from evolution.evaluating import Evaluator, quality_of
@@ -110,6 +114,7 @@ class Plan:
     seeds: int
     timeout_s: float
     points: list[Point]
+    precision: str = LEGACY_PRECISION  # resolved: fp32 or bf16
     run_id: str | None = None
 
     @property
@@ -119,7 +124,7 @@ class Plan:
     def ablation_key(self) -> dict[str, Any]:
         """What identifies the ablation's run in the store (module docstring)."""
         c = self.config
-        return {
+        key: dict[str, Any] = {
             "genome_id": self.baseline.genome.id,
             "source_run": self.source_run,
             "task": c.task,
@@ -128,6 +133,9 @@ class Plan:
             "seed_policy": c.seed_policy,
             "timeout_s": self.timeout_s,
         }
+        if self.precision != LEGACY_PRECISION:  # absent: fp32, as in a result's metrics
+            key["precision"] = self.precision
+        return key
 
     def run_config(self) -> dict[str, Any]:
         return {"kind": "ablate", "individual": self.individual, "ablation": self.ablation_key()}
@@ -208,7 +216,8 @@ def make_plan(
         for task in config.tasks
     ]
     skipped = [c for c in changes if c.genome is None]
-    return Plan(record.id, run.id, config, variants, skipped, seeds, timeout_s, points)
+    precision = pool_precision(config.precision, None)  # where this process would train
+    return Plan(record.id, run.id, config, variants, skipped, seeds, timeout_s, points, precision)
 
 
 # -- the store -------------------------------------------------------------------------------
@@ -243,7 +252,7 @@ class Recorder:
                 p.evaluation_id = rec.id
                 continue
             rec = self.store.find_evaluation(*p.key())
-            if rec is not None and rec.status == "ok":
+            if rec is not None and rec.status == "ok" and precision_of(rec.metrics) == self.plan.precision:
                 metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
                 p.settle(rec.status, metrics, "copied")
                 copies.append((p, "ok", {**metrics, "cached_from": rec.id}, rec.reason, 0.0))
@@ -315,6 +324,7 @@ def train(
             fidelity=p.steps,
             seed=p.seed,
             timeout_s=plan.timeout_s,
+            precision=plan.precision,
         )
         for p in todo
     ]

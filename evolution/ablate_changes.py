@@ -16,7 +16,7 @@ earlier change is kept with ``genome`` None and the reason. The changes, in this
 * ``c1.dna.pathA:min`` … ``pathD:min`` — one path of a ``dna`` gene at the least its own
   params allow, the block's size restored by another param. The gene has no switch that
   turns a path off (every path's params are at least 1), so this is the nearest the genome
-  can say: path A with one reaction (rank 1) and the width (paths B, D) grown; path C with
+  can say: path A with one reaction in one layer (rank 1) and the width (paths B, D) grown; path C with
   one lane of two species and the width grown; path B with one species per channel and
   path D with a window of 1, each with the reactions (path A) grown. Paths B and D share
   the width, so at their minimum they keep their projections: a one-species selective scan
@@ -46,7 +46,7 @@ ARROW = "→"  # in names; ``--only`` also takes "->"
 
 # path -> (its own params at their minimum, the param that restores the block's size)
 DNA_PATHS: dict[str, tuple[dict[str, int], str]] = {
-    "A": ({"reactions": 1}, "width"),
+    "A": ({"reactions": 1, "depth": 1}, "width"),
     "B": ({"d_state": 1}, "reactions"),
     "C": ({"lanes": 1, "species": 2}, "width"),
     "D": ({"window": 1}, "reactions"),
@@ -224,7 +224,7 @@ def _dna(genome: Genome, region: Any, j: int) -> list[Change]:
     for path, (least, knob) in DNA_PATHS.items():
         name = f"{loc}.dna.path{path}:min"
         shrunk = {**params, **least}
-        if all(params[k] == v for k, v in least.items()):
+        if all(params.get(k, KINDS["dna"].params[k].default) == v for k, v in least.items()):
             out.append(Change(name, "", None, f"path {path} is already at its minimum"))
             continue
         spec = KINDS["dna"].params[knob]

@@ -159,6 +159,10 @@ def test_invalid_repeated_and_unmatched_changes_are_skipped_with_their_reason():
     assert changes["-gene:c4/0.T:conv"].genome is not None
     assert changes["-gene:c4/1.T:conv"].genome is None
     assert changes["-gene:c4/1.T:conv"].reason == "the same genome as -gene:c4/0.T:conv"
+    # a cascade of strand displacements (depth) is path A's too: its minimum is one layer
+    doc["regions"][4]["bases"][0]["params"] = {"depth": 3}
+    path_a = by_name(Genome.from_dict(doc))["c2.dna.pathA:min"].genome.region("c2").bases[0].gene
+    assert path_a.get("reactions") == 1 and "depth" not in path_a.as_dict  # depth 1: the default
     # a dna gene whose path A is already at its minimum has nothing to take away there
     doc["regions"][4]["bases"][0]["params"] = {"reactions": 1}
     assert by_name(Genome.from_dict(doc))["c2.dna.pathA:min"].reason == "path A is already at its minimum"
