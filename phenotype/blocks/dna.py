@@ -67,8 +67,9 @@ The scans' work is declared in `extra_flops_per_token` (recurrent-form cost).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import torch
 import torch.nn.functional as F
@@ -92,10 +93,13 @@ class DNAConfig(BlockConfig, kind="dna", role="sequence"):
     species: int  # S: path C states per lane
     lanes: int  # L: path C
     window: int  # w: path D hybridisation window
-    # Λ: path A's cascade layers. The one field with a default: the gene leaves depth 1 out
-    # of its canonical params (genome ids from before the cascade hold), and configs built
-    # directly keep working.
-    depth: int = 1
+    depth: int  # Λ: path A's cascade layers
+
+    @classmethod
+    def from_gene(cls, params: dict[str, Any], structural: Mapping[str, Any], layer_idx: int = 0) -> Self:
+        """The gene leaves depth 1 out of its canonical params (genome ids from before the
+        cascade hold): a gene without it has independent reactions."""
+        return cls(d_model=structural["d_model"], bias=structural["bias"], **{"depth": 1, **params})
 
     def build(self) -> DNABlock:
         return DNABlock(self)

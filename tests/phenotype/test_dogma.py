@@ -10,7 +10,7 @@ import torch
 from phenotype.blocks.dna import DNAConfig, prefix_products
 from phenotype.blocks.strand import StrandAttentionConfig
 
-CFG = DNAConfig(16, False, width=8, reactions=5, d_state=4, species=3, lanes=2, window=3)
+CFG = DNAConfig(16, False, width=8, reactions=5, d_state=4, species=3, lanes=2, window=3, depth=1)
 
 
 def _block():
