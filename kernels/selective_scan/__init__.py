@@ -1,15 +1,17 @@
 """Selective scan (Mamba S6) with the semantics of Mamba's ``selective_scan_ref``.
 
 Backends: ``"torch"`` (reference.py, per-step loop), ``"cpu"`` (fused C++ loop, cpu.py),
-``"triton"`` (triton.py). ``"auto"`` picks Triton on CUDA and the C++ loop on CPU, falling back
-to the reference when the C++ kernel cannot be built.
+``"triton"`` (fused_recurrent.py, sequential over L) and ``"chunk"`` (chunk.py, parallel over
+time within chunks). ``"auto"`` picks, on CUDA, ``"chunk"`` for training (L >=
+``CHUNKED_MIN_LENGTH`` with gradients needed) and ``"triton"`` otherwise; on CPU the C++ loop,
+falling back to the reference when the C++ kernel cannot be built.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .._dispatch import full_precision, resolve_backend
+from .._dispatch import full_precision, needs_grad, resolve_backend
 from . import reference
 from .shapes import check_inputs
 
@@ -46,7 +48,7 @@ def selective_scan(
             d // (dim / G)), or (dim, N) constant over time and batch.
         D, delta_bias: (dim,). z: (batch, dim, L).
         return_last_state: also return h_{L-1}: (batch, dim, N).
-        backend: "auto", "torch", "cpu" or "triton".
+        backend: "auto", "torch", "cpu", "triton" (fused recurrent) or "chunk" (chunked Triton).
         initial_state: (batch, dim, N) state before step 0, so that a sequence split in two
             and resumed from the first part's last state equals one run.
 
@@ -56,7 +58,8 @@ def selective_scan(
     """
     check_inputs(u, delta, A, B, C, D, z, delta_bias, initial_state)
     args = (u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state, initial_state)
-    path = resolve_backend(backend, u.device, cpu_path=True)
+    grad = needs_grad(u, delta, A, B, C, D, z, delta_bias, initial_state)
+    path = resolve_backend(backend, u.device, cpu_path=True, chunked_path=True, length=u.shape[2], grad=grad)
     if path == "cpu":
         from . import cpu
 
@@ -65,8 +68,8 @@ def selective_scan(
         if backend == "cpu":
             raise RuntimeError("selective_scan: the C++ CPU kernel could not be built")
         path = "torch"
-    if path == "triton":
+    if path in ("triton", "chunk"):
         from . import triton as triton_path
 
-        return triton_path.selective_scan(*args)
+        return triton_path.selective_scan(*args, chunked=path == "chunk")
     return reference.selective_scan(*args)

@@ -1,13 +1,14 @@
 """The Triton paths of ``selective_scan``, behind one module: the fused recurrent kernel
-(``fused_recurrent.py``, backend ``"triton"``: sequential over L). ``evolve export`` leaves this
-module, and what it imports, behind.
+(``fused_recurrent.py``, backend ``"triton"``: sequential over L, for decoding and short
+sequences) and the chunked one (``chunk.py``, backend ``"chunk"``: parallel over time within
+chunks, for training). ``evolve export`` leaves this module, and what it imports, behind.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import fused_recurrent
+from . import chunk, fused_recurrent
 
 
 def selective_scan(
@@ -22,7 +23,8 @@ def selective_scan(
     delta_softplus: bool = False,
     return_last_state: bool = False,
     initial_state: torch.Tensor | None = None,
+    chunked: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Same contract as ``reference.selective_scan``."""
+    """Same contract as ``reference.selective_scan``; the chunked kernel when ``chunked``."""
     args = (u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state, initial_state)
-    return fused_recurrent.selective_scan(*args)
+    return (chunk if chunked else fused_recurrent).selective_scan(*args)
