@@ -111,7 +111,8 @@ def test_regulatory_cascade_connects_inserts_heads_and_rewires():
     parent = _regulated(extra_regulator=True)
     seen: set[str] = set()
     for seed in range(40):
-        child = vary("regulatory_cascade", [parent], random.Random(seed), lambda d: repair(d, PINNED)).genome
+        # no repair: the operator itself must leave a valid genome
+        child = vary("regulatory_cascade", [parent], random.Random(seed), lambda d: d).genome
         before, after = _regulatory_edges(parent), _regulatory_edges(child)
         new_regions = {r.id for r in child.regions} - {r.id for r in parent.regions}
         types = {r.id: r.type for r in child.regions}
@@ -156,7 +157,7 @@ def test_repeated_cascade_growth_builds_multi_level_hierarchies():
     assert genome.regulatory_depth() == 0
     rng, depths = random.Random(7), []
     for _ in range(25):
-        genome = vary("regulatory_cascade", [genome], rng, lambda d: repair(d, PINNED)).genome
+        genome = vary("regulatory_cascade", [genome], rng, lambda d: d).genome  # valid unrepaired
         depths.append(genome.regulatory_depth())
     assert depths[0] == 1 and max(depths) >= 3, depths
     assert account(genome).params == decode(genome, "meta").num_params()
