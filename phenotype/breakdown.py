@@ -7,7 +7,9 @@ outside the blocks:
 
     Token embedding   V·D                      Positions      max_len·D (learned only)
     Norms             every layer's norm, the final norm, the embeddings' norm
-    Regulation edges  one (S + 1) gate per activates/represses edge, 2·S FLOPs per token
+    Regulation edges  one (S + 1) gate per activates/represses edge (into a coding region or,
+                      in a cascade, another regulator), 2·S FLOPs per token, S the source's
+                      signal width
     Loops             one α per loop edge      Output head    V·D (0 when tied), 2·D·V FLOPs
 
 Each component carries what the config tree says of its layers (nothing is built):
@@ -190,6 +192,16 @@ class _Rows:
         return (*self.head.values(), *self.blocks.values(), *tail)
 
 
+def _add_edges(rows: _Rows, edges: tuple[tuple[str, bool], ...], width: dict[str, int]) -> None:
+    """activates/represses edges (source region, represses) into a region whose sources'
+    signal widths are `width`: an (S + 1)-parameter gate each, 2·S FLOPs per token."""
+    for src, represses in edges:
+        row = rows.get(EDGES, "represses" if represses else "activates")
+        row.instances += 1
+        rows.add_params(EDGES, edge_gate_params(width[src]))
+        row.flops_per_token += 2 * width[src]
+
+
 def breakdown(genome: Genome | ModelConfig, seq_len: int = 2048, batch: int = 4) -> Breakdown:
     """The components of a genome (or its config tree) at context `seq_len`; `batch` sets
     the forward pass of the per-block view. Mirrors `phenotype.account`'s walk."""
@@ -209,6 +221,7 @@ def breakdown(genome: Genome | ModelConfig, seq_len: int = 2048, batch: int = 4)
             width[stage.region_id] = stage.signal_width
             for reg in (*stage.gates, *stage.routers):
                 rows.add_block(reg, seq_len, owned=True)
+            _add_edges(rows, stage.regulated_by, width)  # a cascade: regulators gating this one
             continue
         assert isinstance(stage, CodingStage)
         owned = stage.shares_from is None
@@ -218,11 +231,7 @@ def breakdown(genome: Genome | ModelConfig, seq_len: int = 2048, batch: int = 4)
             norms.instances += 1
             if owned:
                 rows.add_params(NORMS, layer.norm.num_params())
-        for src, represses in stage.gates:
-            edges = rows.get(EDGES, "represses" if represses else "activates")
-            edges.instances += 1
-            rows.add_params(EDGES, edge_gate_params(width[src]))
-            edges.flops_per_token += 2 * width[src]
+        _add_edges(rows, stage.gates, width)
         for _ in stage.loops_from:
             rows.get(LOOPS, "loop").instances += 1
             rows.add_params(LOOPS, 1)

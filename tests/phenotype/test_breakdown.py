@@ -34,7 +34,8 @@ def _base(b: str, kind: str, **params: Any) -> dict[str, Any]:
 
 MEMORY = [_base("T", "tetra", rounds=2), _base("A", "epigenetic", slots=6)]
 # Every model-level part at once: learned positions, the embeddings' norm, an untied head, a
-# represses edge, an allosteric router, a loop, a shared region, a mixture of experts.
+# regulatory cascade, a represses edge, an allosteric router, a loop, a shared region, a
+# mixture of experts.
 EVERYTHING = {
     "regions": [
         {
@@ -51,6 +52,7 @@ EVERYTHING = {
                 "tie_embeddings": False,
             },
         },
+        {"id": "r0", "type": "regulatory", "bases": [_base("C", "gate", hidden=4)]},
         {"id": "r1", "type": "regulatory", "bases": [_base("C", "gate", hidden=8), _base("C", "allosteric")]},
         {"id": "p2", "type": "promoter", "settings": {"copies": 2}},
         {
@@ -65,6 +67,7 @@ EVERYTHING = {
         {"id": "c4", "type": "coding", "bases": MEMORY},
     ],
     "edges": [
+        {"source": "r0", "target": "r1", "kind": "activates"},  # a regulatory cascade
         {"source": "r1", "target": "c2", "kind": "represses"},
         {"source": "r1", "target": "c3", "kind": "activates"},
         {"source": "c2", "target": "c4", "kind": "loop"},
@@ -163,10 +166,10 @@ def counted_flops_by_component(model: DogmaModel, seq_len: int) -> Counter[str]:
                 out[family("gate")] += counts.get(f"DogmaModel.stages.{rid}.{j}", 0)
             for j in range(len(stage.routers)):
                 out[family("allosteric")] += counts.get(f"DogmaModel.routers.{rid}.{j}", 0)
-            continue
-        for i, layer in enumerate(model.stages[rid]):  # the residual layer: its mixer (and norm)
-            out[family(layer.mixer.cfg.kind)] += counts.get(f"DogmaModel.stages.{rid}.{i}", 0)
-        for key in model.edge_gates:
+        else:
+            for i, layer in enumerate(model.stages[rid]):  # the residual layer: mixer and norm
+                out[family(layer.mixer.cfg.kind)] += counts.get(f"DogmaModel.stages.{rid}.{i}", 0)
+        for key in model.edge_gates:  # the edges into this region, from any regulator
             if key.endswith(f"__{rid}"):
                 out[EDGES] += counts.get(f"DogmaModel.edge_gates.{key}", 0)
     out[HEAD] = counts["Global"] - sum(out.values())
@@ -200,13 +203,14 @@ def test_everything_genome_has_every_model_level_component():
     names = [c.component for c in b.components]
     assert names[:2] == [EMBEDDING, POSITIONS] and names[-4:] == [NORMS, EDGES, LOOPS, HEAD]
     edges = b.component(EDGES)
-    assert edges is not None and edges.instances == 2 and sorted(edges.kinds) == ["activates", "represses"]
+    assert edges is not None and edges.instances == 3 and sorted(edges.kinds) == ["activates", "represses"]
+    assert edges.params == (4 + 1) + 2 * (8 + 1)  # r0 -> r1 reads r0's 4 signals, r1's edges 8
     moe = b.component("moe")
     assert moe is not None and moe.active_params < moe.params
     tetra = b.component("TetraMemory")
     assert tetra is not None and tetra.instances == 2  # c3's and its shared use in c4
     # the shared region adds FLOPs and state but no parameters
-    alone = breakdown(Genome.from_dict({**EVERYTHING, "edges": EVERYTHING["edges"][:3]}), seq_len=64)
+    alone = breakdown(Genome.from_dict({**EVERYTHING, "edges": EVERYTHING["edges"][:4]}), seq_len=64)
     alone_tetra = alone.component("TetraMemory")
     assert alone_tetra is not None and alone_tetra.params == 2 * tetra.params
     assert alone_tetra.flops_per_token == tetra.flops_per_token
