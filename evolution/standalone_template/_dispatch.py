@@ -17,7 +17,7 @@ import torch
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-BACKENDS = ("auto", "torch", "triton", "cpu")
+BACKENDS = ("auto", "torch", "triton", "chunk", "cpu")
 
 
 def triton_available() -> bool:
@@ -25,11 +25,23 @@ def triton_available() -> bool:
     return False
 
 
-def resolve_backend(backend: str, device: torch.device, cpu_path: bool) -> str:
+def needs_grad(*tensors: torch.Tensor | None) -> bool:
+    """True when autograd will record an op on these tensors (as in DOGMA's dispatcher)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def resolve_backend(
+    backend: str,
+    device: torch.device,
+    cpu_path: bool,
+    chunked_path: bool = False,
+    length: int = 0,
+    grad: bool = False,
+) -> str:
     """The reference ("torch") for "auto" and "torch"; the fast paths stayed behind."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend in ("triton", "cpu"):
+    if backend in ("triton", "chunk", "cpu"):
         raise RuntimeError(
             f"backend={backend!r}: this exported package carries the PyTorch reference kernels only"
         )
