@@ -1,7 +1,8 @@
 """Speed of every kernel backend against the PyTorch reference, measured in one process.
 
-For each op and each backend present on this device (Triton needs CUDA; the C++ path exists
-for selective_scan only), at L = 128 and L = 2048: forward and forward+backward wall time and
+For each op and each backend present on this device (Triton, fused recurrent "triton" and
+chunked "chunk", needs CUDA; the C++ path exists for selective_scan only; wkv has no chunked
+kernel), at L = 128 and L = 2048: forward and forward+backward wall time and
 the ratio to the reference. Each backend is first checked against the reference (outputs and
 gradients, float32 tolerances); a backend whose check fails gets no speed-up printed.
 
@@ -147,7 +148,9 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gpu_triton = device.type == "cuda" and triton_available()
     fast = ["triton"] if gpu_triton else []
-    scan_fast = fast + (["cpu"] if device.type == "cpu" and selective_scan_cpu.available() else [])
+    chunked = ["triton", "chunk"] if gpu_triton else []
+    scan_fast = chunked + (["cpu"] if device.type == "cpu" and selective_scan_cpu.available() else [])
+    glr_shape = "B 2, H 4, T {L}, dk 64, dv 64"
     cases = [
         Case(
             "selective_scan",
@@ -157,8 +160,8 @@ def main() -> None:
             scan_fast,
         ),
         Case("wkv", "B 4, T {L}, C 256", _wkv_inputs, _wkv_run, fast),
-        Case("gla (per-channel decay)", "B 2, H 4, T {L}, dk 64, dv 64", _glr_inputs(True), _glr_run, fast),
-        Case("ssd (scalar decay)", "B 2, H 4, T {L}, dk 64, dv 64", _glr_inputs(False), _glr_run, fast),
+        Case("gla (per-channel decay)", glr_shape, _glr_inputs(True), _glr_run, chunked),
+        Case("ssd (scalar decay)", glr_shape, _glr_inputs(False), _glr_run, chunked),
     ]
     name = (
         torch.cuda.get_device_name() if device.type == "cuda" else (f"CPU, {torch.get_num_threads()} threads")
