@@ -23,8 +23,10 @@ earlier change is kept with ``genome`` None and the reason. The changes, in this
   and a pointwise gated pairing, not nothing.
 * ``c1.dna→gru`` — the four paths replaced by one recurrent path, a GRU whose ``hidden``
   gives the nearest parameter count.
-* ``c1.tetra→attention`` (``tetra_mesh`` too) — TetraMemory replaced by causal softmax
-  attention (q, k, v, o projections of d × d), on a T base (attention sits on T only).
+* ``c1.tetra→attention`` (``tetra_mesh`` too) — TetraMemory replaced by the causal softmax
+  attention gene nearest its size (heads, key-value heads, head_dim: ``attention_options``;
+  ``tetra``'s q, k, v, o projections of d × d are 4-head attention's), on a T base (attention
+  sits on T only).
 
 Size matching: a replacement's block (one copy, ``BlockConfig.num_params``) must lie within
 ``MATCH_TOLERANCE`` of the block it replaces, else the change is skipped and says by how
@@ -258,30 +260,52 @@ def _dna(genome: Genome, region: Any, j: int) -> list[Change]:
     return out
 
 
+def attention_options(structural: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Attention genes that fit the width, in order of preference: for each of
+    ``ATTENTION_HEADS``, multi-head with head_dim d / heads first, then every key-value
+    grouping (kv_heads dividing heads) and even head_dim up to 2·d."""
+    d = structural["d_model"]
+    out, seen = [], set()
+    for heads in ATTENTION_HEADS:
+        groups = [heads] + [k for k in range(heads - 1, 0, -1) if heads % k == 0]
+        widths = ([d // heads] if d % heads == 0 else []) + list(range(2, 2 * d + 1, 2))
+        for kv in groups:
+            for head_dim in widths:
+                given = {"heads": heads, "kv_heads": kv, "head_dim": head_dim}
+                try:
+                    params = KINDS["attention"].complete(given, structural)
+                except ValueError:
+                    continue
+                key = tuple(sorted(params.items()))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(params)
+    return out
+
+
 def _tetra(genome: Genome, region: Any, j: int) -> list[Change]:
+    """TetraMemory → the attention gene nearest its size (the first of equals)."""
     structural = genome.structural
     b = region.bases[j]
     kind = b.gene.kind
     before = block_params(kind, b.gene.as_dict, structural)
     name = f"{_location(region, j)}.{kind}{ARROW}attention"
-    reasons = []
-    for heads in ATTENTION_HEADS:
-        try:
-            params = KINDS["attention"].complete({"heads": heads}, structural)
-        except ValueError as e:
-            reasons.append(str(e))
-            continue
-        after = block_params("attention", params, structural)
-        what = f"TetraMemory replaced by causal attention ({heads} heads)" + (
-            "" if b.type == "T" else f" on a T base (was {b.type})"
-        )
-        miss = _matched(before, after)
-        if miss is not None:
-            return [Change(name, what, None, miss, (before, after))]
-        return [
-            _built(name, what, _with_gene(genome, region.id, j, "T", "attention", params), (before, after))
-        ]
-    return [Change(name, "", None, f"no attention fits: {reasons[-1]}")]
+    options = attention_options(structural)
+    if not options:
+        return [Change(name, "", None, f"no attention gene fits d_model {structural['d_model']}")]
+    sizes = [block_params("attention", o, structural) for o in options]
+    best = min(range(len(options)), key=lambda i: abs(sizes[i] - before))
+    params, after = options[best], sizes[best]
+    what = (
+        f"TetraMemory replaced by causal attention ({params['heads']} heads, {params['kv_heads']} "
+        f"key-value heads, head_dim {params['head_dim']})"
+        + ("" if b.type == "T" else f" on a T base (was {b.type})")
+    )
+    miss = _matched(before, after)
+    if miss is not None:
+        return [Change(name, what, None, miss, (before, after))]
+    doc = _with_gene(genome, region.id, j, "T", "attention", params)
+    return [_built(name, what, doc, (before, after))]
 
 
 def _replacements(genome: Genome) -> list[Change]:

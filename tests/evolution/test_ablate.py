@@ -20,7 +20,14 @@ from evaluation.protocol import OnResult
 from evaluation.table import InProcessPool
 from evaluation.tasks import derive_seed, get_task
 from evolution import ablate, ablate_cli
-from evolution.ablate_changes import MATCH_TOLERANCE, block_params, derive_changes, nearest, normalise
+from evolution.ablate_changes import (
+    MATCH_TOLERANCE,
+    attention_options,
+    block_params,
+    derive_changes,
+    nearest,
+    normalise,
+)
 from evolution.cli import main
 from evolution.config import RunConfig
 from genome import Genome
@@ -124,6 +131,27 @@ def test_replacements_are_size_matched():
     hidden = gru.genome.region("c2").bases[0].gene.get("hidden")
     for h in (hidden - 1, hidden + 1):  # the nearest hidden size
         assert abs(block_params("gru", {"hidden": h}, base.structural) - before) >= abs(after - before)
+
+
+def test_tetra_mesh_is_replaced_by_the_attention_nearest_its_size():
+    """The volumetric mesh has 3 projections of d × d where attention's default has 4: the
+    match takes grouped or narrower heads."""
+    doc = {
+        "regions": [
+            {"id": "s0", "type": "structural", "settings": STRUCTURAL},
+            {"id": "c1", "type": "coding", "bases": [{"base": "A", "kind": "tetra_mesh"}]},
+        ]
+    }
+    base = Genome.from_dict(doc)
+    c = by_name(base)["c1.tetra_mesh→attention"]
+    assert c.genome is not None, c.reason
+    before, after = c.block
+    s = base.structural
+    assert before == block_params("tetra_mesh", base.region("c1").bases[0].gene.as_dict, s)
+    assert abs(after - before) <= MATCH_TOLERANCE * before < abs(4 * 64 * 64 - before)
+    assert account(c.genome).params - account(base).params == after - before
+    others = [block_params("attention", o, s) for o in attention_options(s)]
+    assert min(abs(o - before) for o in others) == abs(after - before)
 
 
 def test_nearest_finds_the_closest_size():
