@@ -136,13 +136,13 @@ class TetraMeshConfig(BlockConfig, kind="tetra_mesh", role="sequence"):
         return self.rounds * self.d_model * sum(self.history)
 
 
-def delayed(seq: torch.Tensor, offset: int) -> torch.Tensor:
-    """seq: (B, T, D) -> the same sequence `offset` tokens later, zeros before its start."""
-    if offset == 0:
-        return seq
-    if offset >= seq.shape[1]:
-        return torch.zeros_like(seq)
-    return torch.cat([seq.new_zeros(seq.shape[0], offset, seq.shape[2]), seq[:, :-offset]], 1)
+def delays(seq: torch.Tensor, offsets: list[int]) -> list[torch.Tensor]:
+    """seq: (B, T, D) -> for each offset o, the sequence o tokens later, zeros before its
+    start (views into one zero-padded copy)."""
+    pad = min(max(offsets), seq.shape[1])
+    padded = torch.cat([seq.new_zeros(seq.shape[0], pad, seq.shape[2]), seq], 1) if pad else seq
+    T = seq.shape[1]
+    return [padded[:, pad - o : pad - o + T] if o < T else seq.new_zeros(seq.shape) for o in offsets]
 
 
 def corner_mean(corners: list[torch.Tensor]) -> torch.Tensor:
@@ -171,9 +171,8 @@ class TetraMesh(Mixer[TetraMeshConfig]):
         """h: (B, T, D) -> [H^0 = h, H^1, ..., H^{S-1}], each (B, T, D)."""
         side, levels = self.cfg.side, [h]
         for scale in range(1, self.cfg.scales):
-            step = 2 ** (scale - 1)
-            finer = levels[-1]
-            levels.append(corner_mean([delayed(finer, step * lattice_offset(u, side)) for u in CORNERS]))
+            offsets = [2 ** (scale - 1) * lattice_offset(u, side) for u in CORNERS]
+            levels.append(corner_mean(delays(levels[-1], offsets)))
         return levels
 
     def _message(self, q: torch.Tensor, n: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -189,9 +188,12 @@ class TetraMesh(Mixer[TetraMeshConfig]):
         valid = torch.arange(T, device=x.device)[:, None] >= self.bond_offset[None, :]
         q, h = self.q_proj(x), self.v_proj(x)
         lam = torch.sigmoid(self.mixing)
+        by_scale = [
+            (scale, [o for ell, o in self.cfg.bonds if ell == scale]) for scale in range(self.cfg.scales)
+        ]
         for _ in range(self.cfg.rounds):
             levels = self._pooled(h)
-            n = torch.stack([delayed(levels[scale], o) for scale, o in self.cfg.bonds], 2)
+            n = torch.cat([torch.stack(delays(levels[scale], offsets), 2) for scale, offsets in by_scale], 2)
             h = h + lam * (self._message(q, n, valid) - h)
         return self.o_proj(h)
 
