@@ -125,3 +125,14 @@ def test_state_is_what_the_recurrence_keeps():
     assert cfg.history == (21, 42)
     assert cfg.state_fixed() == cfg.rounds * 8 * 63
     assert cfg.state_elements(5) == cfg.state_fixed()
+
+
+def test_a_coarse_site_is_the_mean_of_its_cube_of_fine_sites():
+    cfg = _config(max_len=125, d_model=8, neighbours=8, scales=3)  # L = 5
+    module = cfg.build().double()
+    h = torch.randn(2, 125, 8, dtype=torch.float64)
+    coarse = module._pooled(h)[2]  # spacing 4: a 4 x 4 x 4 cube of fine sites, 0 before the start
+    padded = torch.cat([torch.zeros(2, 125, 8, dtype=torch.float64), h], 1)
+    cube = [a + 5 * b + 25 * c for a in range(4) for b in range(4) for c in range(4)]
+    expected = torch.stack([padded[:, 125 - o : 250 - o] for o in cube]).mean(0)
+    torch.testing.assert_close(coarse, expected, rtol=1e-12, atol=1e-12)
