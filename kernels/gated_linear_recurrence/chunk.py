@@ -18,7 +18,8 @@ no factor exceeds 1 however strong the decay. Parallel and sequential parts:
   parallel: o = (q * e^G) @ H_c + A @ v;
 * backward, ``_states_bwd``: reverse walk over chunks (sequential over T / C) for
   dH_c^out = dL/dH_{c+1} = e^{G_last,c+1} dH_{c+1}^out + (q * e^G)_{c+1}^T @ do_{c+1};
-* backward, ``_grads_bwd``: one program per (chunk, batch*head), all chunks in parallel::
+* backward, ``_grads_bwd``: one program per (chunk, batch*head), all chunks in parallel,
+  value channels in blocks of at most 64::
 
       dA  = tril(do @ v^T)
       dq  = (dA, decayed) @ k + e^G * (do @ H_c^T)
@@ -238,19 +239,33 @@ def _grads_bwd(
     BK: tl.constexpr,
     BV: tl.constexpr,
 ):
+    """dq, dk, dv of one chunk. Value channels come in blocks of BV: a first pass sums the
+    products over them (dA, do H^T, v dH^T), a second writes dv, which needs A."""
     c = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     offs_c = tl.arange(0, C)
     offs_k = tl.arange(0, BK)
-    offs_v = tl.arange(0, BV)
-    mask_k, mask_v = offs_k < dk, offs_v < dv
+    mask_k = offs_k < dk
     q = _rows(q_ptr, bh, c, T, dk, offs_c, offs_k, mask_k, C)
     k = _rows(k_ptr, bh, c, T, dk, offs_c, offs_k, mask_k, C)
-    v = _rows(v_ptr, bh, c, T, dv, offs_c, offs_v, mask_v, C)
-    do = _rows(do_ptr, bh, c, T, dv, offs_c, offs_v, mask_v, C)
     G, G_last = _decays(G_ptr, bh, c, NT, dk, offs_c, offs_k, mask_k, PER_CHANNEL, C)
     causal = offs_c[:, None] >= offs_c[None, :]
-    dA = tl.where(causal, tl.dot(do, tl.trans(v), input_precision="ieee"), 0.0)
+    state = (bh * NT + c) * dk * dv + (offs_k * dv)[:, None]
+    dA = tl.zeros([C, C], dtype=q.dtype)
+    dq_state = tl.zeros([C, BK], dtype=q.dtype)  # do @ H_c^T
+    dk_state = tl.zeros([C, BK], dtype=q.dtype)  # v @ dH_c^out^T
+    for iv in range(tl.cdiv(dv, BV)):
+        offs_v = iv * BV + tl.arange(0, BV)
+        mask_v = offs_v < dv
+        tile_mask = mask_k[:, None] & mask_v[None, :]
+        v = _rows(v_ptr, bh, c, T, dv, offs_c, offs_v, mask_v, C)
+        do = _rows(do_ptr, bh, c, T, dv, offs_c, offs_v, mask_v, C)
+        H = tl.load(H_ptr + state + offs_v[None, :], mask=tile_mask, other=0.0)
+        dH = tl.load(dH_ptr + state + offs_v[None, :], mask=tile_mask, other=0.0)
+        dA += tl.dot(do, tl.trans(v), input_precision="ieee")
+        dq_state += tl.dot(do, tl.trans(H), input_precision="ieee")
+        dk_state += tl.dot(v, tl.trans(dH), input_precision="ieee")
+    dA = tl.where(causal, dA, 0.0)
     if PER_CHANNEL:
         A = tl.zeros([C, C], dtype=q.dtype)
         dq = tl.zeros([C, BK], dtype=q.dtype)
@@ -272,19 +287,21 @@ def _grads_bwd(
         dk_ = tl.dot(tl.trans(dA_decayed), q, input_precision="ieee")
         from_start = tl.exp(G)[:, None]
         to_end = tl.exp(G_last - G)[:, None]
-    tile = (bh * NT + c) * dk * dv + (offs_k * dv)[:, None] + offs_v[None, :]
-    tile_mask = mask_k[:, None] & mask_v[None, :]
-    H = tl.load(H_ptr + tile, mask=tile_mask, other=0.0)
-    dH = tl.load(dH_ptr + tile, mask=tile_mask, other=0.0)
-    dq += from_start * tl.dot(do, tl.trans(H), input_precision="ieee")
-    dk_ += to_end * tl.dot(v, tl.trans(dH), input_precision="ieee")
-    dv_ = tl.dot(tl.trans(A), do, input_precision="ieee") + tl.dot(k * to_end, dH, input_precision="ieee")
+    dq += from_start * dq_state
+    dk_ += to_end * dk_state
     t = c * C + offs_c
     rows = (bh * T + t)[:, None]
     live = (t < T)[:, None]
     tl.store(dq_ptr + rows * dk + offs_k[None, :], dq, mask=live & mask_k[None, :])
     tl.store(dk_ptr + rows * dk + offs_k[None, :], dk_, mask=live & mask_k[None, :])
-    tl.store(dv_ptr + rows * dv + offs_v[None, :], dv_, mask=live & mask_v[None, :])
+    k_to_end = k * to_end
+    for iv in range(tl.cdiv(dv, BV)):
+        offs_v = iv * BV + tl.arange(0, BV)
+        mask_v = offs_v < dv
+        do = _rows(do_ptr, bh, c, T, dv, offs_c, offs_v, mask_v, C)
+        dH = tl.load(dH_ptr + state + offs_v[None, :], mask=mask_k[:, None] & mask_v[None, :], other=0.0)
+        dv_ = tl.dot(tl.trans(A), do, input_precision="ieee") + tl.dot(k_to_end, dH, input_precision="ieee")
+        tl.store(dv_ptr + rows * dv + offs_v[None, :], dv_, mask=live & mask_v[None, :])
 
 
 def chunk_length(chunk_size: int) -> int:
@@ -384,7 +401,7 @@ class _ChunkedRecurrence(torch.autograd.Function):
         )
         dq, dk_, dv_ = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         _grads_bwd[(n_chunks, bh)](
-            q, k, v, G, H, dH, do, dq, dk_, dv_, length, n_chunks, dk, dv, BV=_block(dv), **flags
+            q, k, v, G, H, dH, do, dq, dk_, dv_, length, n_chunks, dk, dv, BV=block_v, **flags
         )
         dG = q * dq - k * dk_
         if dhT is not None:
