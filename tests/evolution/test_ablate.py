@@ -395,6 +395,49 @@ def test_an_ablation_is_a_run_that_resumes_without_retraining(tmp_path, pools):
     assert code == 2 and "ablate" in err
 
 
+def test_variants_train_on_the_runs_tasks_budget_and_seeds(tmp_path):
+    """Steps and seeds are the engine's own: under a flops budget each variant trains for the
+    run's compute at its own cost; under the run seed policy replicate k is the run's seed of
+    the baseline. Several tasks: one training per task, quality their mean."""
+    genome = tiny_genome()
+    config = RunConfig(
+        population=2,
+        steps=40,
+        task=f"{TASK},selective_copying",
+        budget="flops",
+        seed=7,
+        seed_policy="run",
+        max_params=20_000,
+    )
+    with Store(f"sqlite:///{tmp_path / 'f.db'}") as store:
+        run_id = store.create_run(config.to_dict(), seed=7, task=config.task)
+        ids = store.commit_generation(
+            run_id,
+            0,
+            genomes=[(genome.id, genome.to_yaml(), genome.sequence_view())],
+            individuals=[IndividualIn(0, genome.id, 0)],
+            members=[by_slot(0)],
+        )
+        record = store.individual(ids[0])
+        assert record is not None
+        plan = ablate.make_plan(store, record, seeds=2)
+        from evolution.evaluating import Evaluator
+        from evolution.space import DogmaSpace
+
+        engine = Evaluator(config, DogmaSpace.from_config(config), store, run_id, lambda *_: None)
+    steps = {v.name: v.steps for v in plan.variants}
+    assert steps["c0:x2→x1"] > steps["baseline"]  # half the layers: more steps for the compute
+    assert len(plan.points) == len(plan.variants) * 2 * 2
+    for p in plan.points:
+        assert p.seed == engine.seed_for(genome.id, p.task, p.replicate)
+        if p.replicate == 0:  # the run policy: (run seed, genome id, task) for several tasks
+            assert p.seed == derive_seed(7, genome.id, p.task)
+    plan.points[0].settle("ok", {"quality": 0.5}, "trained")
+    plan.points[1].settle("ok", {"quality": 0.25}, "trained")
+    assert [p.task for p in plan.points[:2]] == [TASK, "selective_copying"]
+    assert ablate.replicate_qualities(plan, 0) == [0.375, None]
+
+
 def genome_yaml(db: Path, genome_id: str) -> str:
     with contextlib.closing(sqlite3.connect(db)) as c:
         return str(c.execute("SELECT yaml FROM genomes WHERE id = ?", (genome_id,)).fetchone()[0])
