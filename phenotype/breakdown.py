@@ -56,6 +56,14 @@ FAMILIES = {
 """Component names of the DOGMA kinds (the chapter's); any other kind is named by itself."""
 
 
+def si(x: float) -> str:
+    """3 significant figures with a k, M, B or T suffix: 74.2B."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
 def family(kind: str) -> str:
     """The component a block of gene kind `kind` belongs to."""
     return FAMILIES.get(kind, kind)

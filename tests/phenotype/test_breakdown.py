@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,16 @@ from genome import PRESETS, Genome, preset
 from phenotype import account, decode, model_config
 from phenotype.accounting import state_elements
 from phenotype.breakdown import EDGES, EMBEDDING, HEAD, LOOPS, NORMS, POSITIONS, Breakdown, breakdown, family
+from phenotype.chapter_compare import allocation, applies, per_block_flops
+from phenotype.chapter_table import (
+    ALL_BLOCKS_TOTAL,
+    ALLOCATION,
+    ALLOCATION_TOTAL,
+    BLOCKS,
+    DNA_SHARE,
+    PER_BLOCK_FLOPS,
+    PER_BLOCK_TOTAL,
+)
 from phenotype.config import CodingStage, RegulatoryStage
 from phenotype.model import DogmaModel
 
@@ -258,3 +269,41 @@ def test_dogma_byte_follows_the_chapter_layout_and_builds_with_the_breakdown_cou
     torch.manual_seed(0)
     model = decode(genome)  # on CPU, once: 16 blocks at width 512
     assert model.num_params() == sum(c.params for c in b.components) == b.totals.params
+
+
+# -- the chapter's allocation study beside dogma-byte -----------------------------------------
+CHAPTER_TEXT = Path("/work/shared/seeds/000_29a8c2cbfe8be2af.txt")
+
+
+def test_the_transcribed_chapter_figures_add_up_as_printed():
+    assert sum(r.value for r in ALLOCATION) == pytest.approx(224.56e6)  # printed: 224.7M
+    assert sum(r.value for r in PER_BLOCK_FLOPS) == pytest.approx(PER_BLOCK_TOTAL.value)
+    assert round(BLOCKS * PER_BLOCK_TOTAL.value / 1e9) == ALL_BLOCKS_TOTAL.value / 1e9  # 75.2 -> 75
+    dna = next(r for r in PER_BLOCK_FLOPS if r.line == 357)
+    assert round(dna.value / PER_BLOCK_TOTAL.value, 2) == DNA_SHARE[0]
+    assert ALLOCATION[0].precision == 0.005e6 and PER_BLOCK_FLOPS[0].precision == 0.05e9
+
+
+@pytest.mark.skipif(not CHAPTER_TEXT.exists(), reason="the chapter's text is not on this machine")
+def test_every_transcribed_row_is_on_its_line_of_the_chapter():
+    lines = CHAPTER_TEXT.read_text().splitlines()
+    for row in (*ALLOCATION, ALLOCATION_TOTAL, *PER_BLOCK_FLOPS, PER_BLOCK_TOTAL, ALL_BLOCKS_TOTAL):
+        text = lines[row.line - 1]
+        assert text.startswith(row.component) and row.printed in text, (row, text)
+    assert "45%" in lines[DNA_SHARE[1] - 1]
+
+
+def test_dogma_byte_prints_as_the_chapter_but_for_tetramemory_and_says_why():
+    genome = preset("dogma-byte")
+    cfg = model_config(genome)
+    rows = allocation(breakdown(genome, seq_len=512), cfg)
+    differ = [r.component for r in rows if r.sentence]
+    assert differ == ["TetraMemory", "Norms", "Total"]
+    assert "tetra_mesh" in rows[1].sentence and "0.37x" in rows[1].sentence
+    flops = per_block_flops(breakdown(genome, seq_len=512, batch=4), cfg)
+    assert flops is not None and all(r.sentence for r in flops)  # every figure differs
+    by_line = {r.line: r for r in flops}
+    assert by_line[358].formula == 4 * 512 * 2 * 512**2  # the chapter's B x T x 2d^2
+    assert by_line[362].ours == pytest.approx(16 * by_line[361].ours)
+    assert per_block_flops(breakdown(genome, seq_len=512, batch=2), cfg) is None
+    assert applies(genome) and not applies(preset("dogma"))
