@@ -99,3 +99,28 @@ def test_dogma_preset_is_a_regulated_dna_stack():
     assert regulatory[0].routers[0].targets == ("c2", "c3")
     acct = account(preset("dogma"))
     assert acct.state_bytes_fixed > 0 and acct.params == acct.active_params
+
+
+def test_dogma_byte_matches_the_chapter_layout_counted_by_hand():
+    """16 blocks of (tetra_mesh, dna, epigenetic | gate + allosteric | strand attention,
+    expression) at d 512, bytes in and out (257 symbols, untied), every count from the blocks'
+    documented weights, bias-free."""
+    d, v, blocks = 512, 257, 16
+    tetra = 3 * d * d + d + 2  # W_q, W_v, W_o; λ per channel; β per scale (2 scales)
+    p, r, n, s, lanes, w = 1472, 64, 32, 4, 8, 8
+    path_a = (d * r + r) + r * d + 3 * r  # input strands (bias), read-out; k, γ, δ
+    path_b = d * (2 * p + 2 * n) + p + p * n + p + p * d  # in; b_Δ, A_log, D; out
+    path_c = (d * lanes * s * s + lanes * s * s) + lanes * s * d  # transitions (bias), out
+    path_d = d * 3 * p + p * w + p * d  # strand, complement, gate; κ; out
+    dna = path_a + path_b + path_c + path_d + (d * 4 + 4)  # and the paths' mixing gate (bias)
+    epigenetic = 2 * (d * 256 + 256) + d * 256 + 256 + 256 * d  # read/write gates, candidate, θ, out
+    gate, edge = d * 2727 + 2727, 2727 + 1
+    targets = [2 * (blocks - i) + 1 for i in range(1, blocks + 1)]  # coding regions after router i
+    allosteric = sum(d * 480 + 2 * j * 480 + j for j in targets)  # summary, receptors, response
+    strand = 4 * d * 12 * 114 + 12 * (1 + 4)  # q, k, v, o; entropy and 4 stacking terms per head
+    expression = d + (d * 1365 + 1365) + (1365 * d + d)  # its own norm, fold in, fold out
+    norms = (5 * blocks + 1) * d  # RMSNorm before every layer, and the final one
+    total = 2 * v * d + blocks * (tetra + dna + epigenetic + gate + edge + strand + expression)
+    total += allosteric + norms
+    assert total == 203_453_792
+    assert account(preset("dogma-byte")).params == total
