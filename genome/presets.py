@@ -2,9 +2,9 @@
 
 Presets seed populations and anchor the accounting: `phenotype.account` must reproduce
 the published parameter counts of these models exactly (tests/phenotype/test_presets.py
-recomputes them from the public configurations). The `-style` hybrids (jamba, griffin) and
-`dogma` follow published layouts without claiming a published count; each docstring says
-where they differ.
+recomputes them from the public configurations). The `-style` hybrids (jamba, griffin),
+`dogma` and `dogma-byte` (the DOGMA scaling chapter's allocation study) follow published
+layouts without claiming a published count; each docstring says where they differ.
 """
 
 from __future__ import annotations
