@@ -14,6 +14,7 @@ from genome import PRESETS, Genome, preset
 
 PRESET_IDS = {
     "dogma": "407d012b95f17bdc45faa8437552f03259b9bc0bcd68b1fbed9da06abb119d9d",
+    "dogma-byte": "aa7dd857293f734bcfec86c82b7750be386ccec69ca8df7d0614b44fc1f84f85",  # added with it
     "gpt2-small": "b188620881f68dddc8344ccde79b8ac193e7d095a71a7785f8022e6f8d3ad955",
     "griffin": "c5a47bfb00abb5147115b5619fdaf6402196255e97d5fcaccfcd78247dbad9ed",
     "jamba": "1fb5fbb53d85988924ca10c72bd7ef5aabeb7f856ec9a0594cde069e0b462245",
