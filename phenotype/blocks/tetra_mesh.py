@@ -213,9 +213,9 @@ class TetraMesh(Mixer[TetraMeshConfig]):
         for past in state["sites"]:
             levels = [h]
             for scale in range(1, c.scales):
-                finer, step = torch.cat([past[scale - 1], levels[-1]], 1), 2 ** (scale - 1)
+                finer, spacing = torch.cat([past[scale - 1], levels[-1]], 1), 2 ** (scale - 1)
                 end = finer.shape[1] - 1
-                corners = [finer[:, end - step * lattice_offset(u, c.side)] for u in CORNERS]
+                corners = [finer[:, end - spacing * lattice_offset(u, c.side)] for u in CORNERS]
                 levels.append(corner_mean(corners)[:, None])
             kept = [torch.cat([p, lv], 1) for p, lv in zip(past, levels, strict=True)]
             n = torch.stack([kept[scale][:, kept[scale].shape[1] - 1 - o] for scale, o in c.bonds], 1)
