@@ -5,7 +5,11 @@ told about on CPU machines; a real one under the `gpu` marker)."""
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 import weakref
+from pathlib import Path
 
 import gpu_test_models
 import pytest
@@ -194,3 +198,28 @@ def test_two_small_candidates_train_at_once_on_one_gpu(tmp_path):
     assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
     assert all(r.metrics["device"] == "cuda" and r.metrics["precision"] == "bf16" for r in results)
     assert sum(r.metrics["gpu_share"] for r in results) <= 1.0
+
+
+CHECK = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks what the script does without CUDA")
+def test_gpu_check_without_cuda_says_so_in_one_line_and_passes():
+    done = subprocess.run([sys.executable, str(CHECK)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 1 and "needs CUDA" in done.stdout
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_prints_the_whole_table_on_cpu():
+    """Every row at tiny shapes on CPU (Triton interpreted, a two-candidate evolve run):
+    the script works end to end and finds no mismatch."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(CHECK), "--dry-run"], capture_output=True, text=True, timeout=900, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = done.stdout
+    for row in ("selective_scan", "gated_linear_recurrence", "wkv", "evolve run", "100M candidate MFU"):
+        assert row in table
+    assert "triton" in table and "FAIL" not in table and table.rstrip().endswith("no mismatch")
