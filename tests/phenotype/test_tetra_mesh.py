@@ -5,6 +5,7 @@ equations give. The registry contract (tests/phenotype/test_blocks.py) runs on i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -136,3 +137,22 @@ def test_a_coarse_site_is_the_mean_of_its_cube_of_fine_sites():
     cube = [a + 5 * b + 25 * c for a in range(4) for b in range(4) for c in range(4)]
     expected = torch.stack([padded[:, 125 - o : 250 - o] for o in cube]).mean(0)
     torch.testing.assert_close(coarse, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("neighbours", "scales"), [(4, 1), (8, 3), (8, 1)])
+def test_the_built_module_hears_what_the_bonds_reach(neighbours, scales):
+    """The gradient of the last output of a 512-token context reaches every token; on one
+    scale (no pooling), with one round fewer it reaches exactly what the bonds reach in
+    that many rounds, which is not everything (the full cube misses 7 + 7·8 + 7·64 back)."""
+    cfg = _config(max_len=512, d_model=8, neighbours=neighbours, scales=scales)
+    torch.manual_seed(0)
+    x = torch.randn(1, 512, 8, dtype=torch.float64, requires_grad=True)
+    for c in (cfg, dataclasses.replace(cfg, rounds=cfg.rounds - 1)):
+        module = c.build().double()
+        (grad,) = torch.autograd.grad(module(x)[0, -1].sum(), x)
+        heard = (grad[0].abs().sum(-1) > 0).flip(0)  # heard[s]: the token s back
+        if c is cfg:
+            assert heard.all(), int((~heard).sum())
+        elif scales == 1:
+            reached = _reached([o for _, o in c.bonds], c.rounds, 512)
+            assert torch.equal(heard, reached) and not reached[511]
