@@ -314,14 +314,10 @@ def _chunk_cumsum(g: torch.Tensor, T: int, chunk: int) -> torch.Tensor:
     (B*H, NT*C[, dk]). Past T, G stays at its value at T-1, so G_last is right for the last
     chunk too."""
     n_chunks = triton.cdiv(T, chunk)
-    pad = n_chunks * chunk - T
-    if g.dim() == 4:
-        g = F.pad(g, (0, 0, 0, pad))
-        return (
-            g.reshape(-1, n_chunks, chunk, g.shape[-1]).cumsum(2).reshape(-1, n_chunks * chunk, g.shape[-1])
-        )
-    g = F.pad(g, (0, pad))
-    return g.reshape(-1, n_chunks, chunk).cumsum(2).reshape(-1, n_chunks * chunk)
+    bh = g.shape[0] * g.shape[1]
+    channels = g.shape[3:]  # (dk,) or ()
+    g = F.pad(g, (0, 0) * len(channels) + (0, n_chunks * chunk - T))
+    return g.reshape(bh, n_chunks, chunk, *channels).cumsum(2).reshape(bh, n_chunks * chunk, *channels)
 
 
 def _block(n: int) -> int:
@@ -404,7 +400,7 @@ class _ChunkedRecurrence(torch.autograd.Function):
             q, k, v, G, H, dH, do, dq, dk_, dv_, length, n_chunks, dk, dv, BV=block_v, **flags
         )
         dG = q * dq - k * dk_
-        if dhT is not None:
+        if dhT is not None and length > 0:
             dG[:, :, -1] += (dhT * hT).sum(-1)
         dg = dG.flip(2).cumsum(2).flip(2)
         return dq, dk_, dv_, dg if per_channel else dg.sum(-1), dh0 if has_h0 else None, None

@@ -96,6 +96,19 @@ def test_float32_matches_float64(per_channel) -> None:
     assert_all_close(got_grads, want_grads, "float32 grads", rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_empty_sequence_passes_the_state_through(per_channel) -> None:
+    """T = 0: no output, the final state is the initial one, and so is its gradient."""
+    device = device_for("chunk")
+    q, k, v, g, h0 = (leaf(t, device) for t in make_inputs(1, 2, 0, 4, 3, per_channel=per_channel))
+    o, state = gated_linear_recurrence(q, k, v, g, h0, chunk_size=16, backend="chunk")
+    assert o.shape == (1, 2, 0, 3)
+    torch.testing.assert_close(state, h0, rtol=0, atol=0)
+    cotangent = torch.randn_like(state)
+    (dh0,) = torch.autograd.grad(state, h0, cotangent)
+    torch.testing.assert_close(dh0, cotangent, rtol=0, atol=0)
+
+
 def test_split_and_resume_equals_full_run() -> None:
     device = device_for("chunk")
     q, k, v, g, h0 = (t.to(device) for t in make_inputs(1, 2, 29, 4, 3, per_channel=False))

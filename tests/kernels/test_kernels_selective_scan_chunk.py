@@ -49,6 +49,10 @@ def test_matches_reference_float64(layout, dim, length, decay) -> None:
     _check(make_inputs(2, dim, 5, length, layout, decay=decay))
 
 
+def test_empty_sequence_passes_the_state_through() -> None:
+    _check(make_inputs(2, 4, 3, 0, "shared"))
+
+
 @pytest.mark.slow
 def test_default_chunk_length_matches_reference() -> None:
     """Two chunks of the default 64 steps, the second partial."""
