@@ -50,6 +50,7 @@ def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = No
             load_model(model, f.name)
         return model.eval(), "stored weights"
     from evaluation import EvalRequest, train_model
+    from evaluation.precision import precision_of
 
     evaluation = record.evaluation
     if evaluation is None or evaluation.status != "ok":
@@ -65,6 +66,7 @@ def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = No
         task=evaluation.task,
         fidelity=int(evaluation.fidelity),
         seed=evaluation.seed,
+        precision=precision_of(evaluation.metrics),  # as it trained (absent: fp32)
     )
     trained, result = train_model(request)
     if result.status != "ok" or not isinstance(trained, DogmaModel):

@@ -40,6 +40,7 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
     import torch
 
     from evaluation import EvalRequest, train_model
+    from evaluation.precision import precision_of
 
     stored = record.evaluation
     if stored is None:
@@ -63,6 +64,7 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
             fidelity=stored.fidelity,
             seed=stored.seed,
             device="cpu",
+            precision=precision_of(stored.metrics),  # as it trained (absent: fp32)
         )
         _, result = train_model(request)
         used = torch.get_num_threads()

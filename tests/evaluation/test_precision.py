@@ -178,3 +178,30 @@ def test_the_cache_copies_only_results_of_the_runs_precision(tmp_path):
     rec, here = Evaluator(config, space, store, stored["bf16"], lambda *_: None)._lookup(key, "fp32")
     assert here and rec is not None
     store.close()
+
+
+def test_a_bf16_result_replays_in_bf16(tmp_path):
+    """`evolve replay` re-trains in the precision the stored row records: a CPU bf16 run
+    replays bit for bit (in fp32 its losses would differ)."""
+    from evolution.replay import replay_individual
+    from store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
+
+    genome = Genome.from_yaml(GENOME)
+    request = EvalRequest(genome.to_yaml(), genome.id, "mqar", 2, device="cpu", precision="bf16")
+    result = evaluate(request)
+    assert result.ok, result.reason
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    run_id = store.create_run({}, seed=0, task="mqar")
+    store.commit_generation(
+        run_id,
+        0,
+        genomes=[GenomeIn(genome.id, genome.to_yaml(), "x")],
+        individuals=[IndividualIn(0, genome.id, 0)],
+        evaluations=[EvaluationIn(genome.id, "mqar", 2, 0, "ok", result.metrics, individual=by_slot(0))],
+        members=[by_slot(0)],
+    )
+    [record] = store.individuals(run_id)
+    report = replay_individual(store, record)
+    store.close()
+    assert report["match"], {k: v for k, v in report["metrics"].items() if not v["equal"]}
+    assert report["metrics"]["precision"]["replayed"] == "bf16"
