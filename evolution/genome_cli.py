@@ -96,7 +96,10 @@ def breakdown_lines(b: Breakdown) -> list[str]:
     from phenotype.breakdown import si
 
     t = b.totals
-    share = lambda n, total: f"{100 * n / total:.1f}%" if total else "-"  # noqa: E731
+
+    def share(n: int, total: int) -> str:
+        return f"{100 * n / total:.1f}%" if total else "-"
+
     rows = [
         (
             c.component,
@@ -109,11 +112,14 @@ def breakdown_lines(b: Breakdown) -> list[str]:
         )
         for c in b.components
     ]
-    rows.append(
-        ("total", str(t.layers), f"{t.params:,}", "", f"{t.flops_per_token:,}", "", f"{b.state_bytes:,}")
-    )
-    header = ("component", "layers", "params", "%", "FLOPs/token", "%", f"state bytes (T={b.seq_len})")
-    lines = ["", f"by component, at seq_len {b.seq_len}", *_table(header, rows)]
+    rows.append(("total", "", f"{t.params:,}", "", f"{t.flops_per_token:,}", "", f"{b.state_bytes:,}"))
+    header = ("component", "count", "params", "%", "FLOPs/token", "%", f"state bytes (T={b.seq_len})")
+    lines = [
+        "",
+        f"by component, at seq_len {b.seq_len} ({t.layers} layers; count: a component's layers, "
+        "norms or edges; state: inference state per sequence)",
+        *_table(header, rows),
+    ]
     if t.active_params != t.params:
         lines.append(f"active params per token: {t.active_params:,}")
     per_block = b.per_block()
