@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 DEFAULT_STORE = "sqlite:///evolve.db"
 EXIT_USAGE = 2
+# what --resume takes from the command line: how far and where it runs, and a ladder after it
+RESUME_OVERRIDES: tuple[str, ...] = ("generations", "workers", "ray_address", "ladder", "target_params")
+RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens")
 
 
 def _out() -> Console:
@@ -108,9 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = RunProgress(enabled=not args.quiet)
     with progress:
         if args.resume:
-            config_overrides = {
-                k: v for k, v in overrides.items() if k in ("generations", "workers", "ray_address")
-            }
+            config_overrides = {k: v for k, v in overrides.items() if k in RESUME_OVERRIDES}
             try:
                 engine = Engine.resume(
                     args.resume, store, None, on_event=progress.on_event, **config_overrides
@@ -135,6 +136,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 except BaseException:
                     store.set_run_status(engine.run_id, "failed")
                     raise
+                if engine.config.ladder:  # the elite up a size ladder, on the same pool
+                    _run_ladder(engine, store, population, pool, progress)
         except ConnectionError as e:  # e.g. --ray-address that nothing answers at
             raise UsageError(str(e)) from None
     if args.report:  # the final state (the run's status and stop reason too)
@@ -156,11 +159,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         "wall_seconds": round(progress.elapsed(), 1),
         **run_transfer_summary(store, engine),
     }
+    if engine.config.ladder:
+        from evolution.ladder_report import ladder_summary
+
+        result.update(ladder_summary(store, engine.run_id))
     if args.json:
         _emit_json(result)
     else:
         _print_run_summary(result, front)
     return 0
+
+
+def _run_ladder(engine: Engine, store: Store, population: list[Any], pool: Pool, progress: Any) -> None:
+    from evolution.run_ladder import run_ladder
+    from evolution.scale_cli import _progress
+
+    run = store.get_run(engine.run_id)
+    assert run is not None
+    on_point = _progress(progress.console, progress.t0) if progress.enabled else None
+    run_ladder(store, engine.run_id, run.last_generation, population, engine.config, pool, on_point)
 
 
 def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
@@ -192,6 +209,11 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
         out.print(f"stopped: {result['stop_reason']}")
     if result.get("transfer_warning"):
         out.print(result["transfer_warning"])
+    if result.get("ladder"):
+        from evolution.ladder_report import ladder_lines
+
+        for line in ladder_lines(result["ladder"], result["ladder_transfer"], result["ladder_warning"]):
+            out.print(line)
     out.print(
         f"next: evolve audit {best['id']}   evolve export --run {result['run_id']} --best -o best-model"
     )
@@ -278,6 +300,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     out.print("regions:")
     for r in data["regions"]:
         out.print(f"  {r['id']:>6} {r['type']:<11} {r['summary']}")
+    if data.get("ladder"):
+        from evolution.ladder_report import loss_text
+
+        out.print(f"ladder    rank {data['ladder']['rank'] or '-'}: {loss_text(data['ladder'])}")
     if data.get("operator_credit"):
         out.print("operator credit of the run (success rate, trials):")
         for o in data["operator_credit"]:
@@ -328,13 +354,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evolution.summary import compute_cells, report_lines, run_report
+    from evolution.summary import compute_cells, latest_run, report_lines, run_report
 
     store = _open_store(args.store)
-    run_id = store.resolve_run(args.run) if args.run else None
-    run_id = run_id or (max(store.list_runs(), key=lambda r: r.created).id if store.list_runs() else None)
-    if run_id is None:
-        raise UsageError("the store holds no runs")
+    run_id = store.resolve_run(args.run) if args.run else latest_run(store)
     if args.html:  # the HTML report instead of the table
         from evolution.report_html import write_report
 
@@ -432,13 +455,16 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
     """One option per `RunConfig` field with command-line metadata (`evolution.config`).
     No defaults here: an option not given leaves the field to the config (or, on
     --resume, to the stored run)."""
-    from evolution.config import cli_fields
+    from evolution.config import cli_fields, switch
 
     for f, option, parse in cli_fields():
         flag = option.flag or "--" + f.name.replace("_", "-")
         metavar = option.metavar
         if metavar is None and option.flag and not option.choices:  # named after the flag
             metavar = option.flag.removeprefix("--").replace("-", "_").upper()
+        if parse is switch:  # a flag: given means True, absent leaves the config's value
+            run.add_argument(flag, dest=f.name, action="store_const", const=True, help=option.help)
+            continue
         run.add_argument(
             flag, dest=f.name, type=parse, choices=option.choices, metavar=metavar, help=option.help
         )
@@ -489,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     blame.set_defaults(func=cmd_blame)
 
     report = sub.add_parser("report", parents=[common], help="per-generation summary of a run")
-    report.add_argument("--run", help="run id or a prefix of one (default: the latest run)")
+    report.add_argument("--run", help="run id or a prefix of one (default: the latest search)")
     report.add_argument("--html", metavar="FILE", help="write the self-contained HTML report instead")
     report.set_defaults(func=cmd_report)
 
@@ -498,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_genome_command(sub, common)
 
     export = sub.add_parser("export", parents=[common], help="export a trained phenotype")
-    export.add_argument("--run", help="run id or a prefix of one (default: the latest run)")
+    export.add_argument("--run", help="run id or a prefix of one (default: the latest search)")
     which = export.add_mutually_exclusive_group(required=True)
     which.add_argument("--best", action="store_true", help="the run's best individual")
     which.add_argument("--id", help="individual id or genome-id prefix")

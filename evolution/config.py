@@ -48,6 +48,10 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "max_params": (1, None),
     "max_state_bytes": (1, None),
     "seed": (-(2**63) + 1, 2**63 - 1),
+    "target_params": (1, None),
+    "ladder_elites": (1, 1_000),
+    "ladder_tokens": (1, None),
+    "ladder_seeds": (2, 100),
 }
 MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
 
@@ -168,7 +172,33 @@ class RunConfig:
             choices=PRECISIONS,
         ),
     )
+    ladder: bool = field(
+        default=False,
+        metadata=cli(
+            "after the last generation, train the Pareto elite at 4 sizes on bytelm, fit "
+            "L(N) = E + A·N^-α each and rank it by the loss extrapolated to --target-params"
+        ),
+    )
+    target_params: float = field(
+        default=1e6, metadata=cli("ladder: the size the elite is ranked at (1000000)", metavar="N")
+    )
+    ladder_sizes: tuple[str, ...] | None = field(
+        default=None,
+        metadata=cli(
+            "ladder: parameter targets, comma list (default: each elite's own 4 sizes from its "
+            "smallest model up 1.5 decades)",
+            metavar="N,N,N,N",
+        ),
+    )
+    ladder_elites: int = field(default=6, metadata=cli("ladder: at most this many of the Pareto elite (6)"))
+    ladder_tokens: float = field(
+        default=2e5, metadata=cli("ladder: training tokens of every size (200000)", metavar="D")
+    )
     # -- library only -----------------------------------------------------------------------
+    ladder_seeds: int = 2  # per size: an interval needs 2
+    ladder_task: str = "bytelm"
+    ladder_axis: str = "both"
+    ladder_timeout_s: float = 3_600.0  # per ladder point
     crossover_rate: float = 0.2
     timeout_s: float = 60.0  # per candidate: slower ones are recorded as "timeout" failures
     seed_policy: str = "genome"  # genome | run (see evolution.evaluating)
@@ -223,6 +253,7 @@ class RunConfig:
         if not set(self.memory_parts) <= {"credit", "elites"}:
             raise ValueError("memory_parts are among credit, elites")
         self._check_bounds()
+        self._check_ladder()
         SPACES[self.space].check_config(self)
 
     def _check_bounds(self) -> None:
@@ -236,6 +267,22 @@ class RunConfig:
                 raise ValueError(f"{label} must be {bounds}, not {value:,}")
         if self.surrogate * self.children > MAX_BRED:
             raise ValueError(f"surrogate x batch must be at most {MAX_BRED:,} children a generation")
+
+    def _check_ladder(self) -> None:
+        """The ladder's sizes as numbers (4 or more, over 1.5 decades), stored as given."""
+        if self.ladder_sizes is None:
+            return
+        sizes = []
+        for text in self.ladder_sizes:
+            try:
+                sizes.append(float(text))
+            except ValueError:
+                raise ValueError(f"ladder_sizes: {text!r:.30} is not a number") from None
+        if len(set(sizes)) < 4 or min(sizes) < 1 or not all(math.isfinite(v) for v in sizes):
+            raise ValueError("ladder_sizes: at least 4 different parameter counts, each at least 1")
+        if math.log10(max(sizes) / min(sizes)) < 1.5 - 1e-9:
+            raise ValueError("ladder_sizes must span at least 1.5 decades (a fit needs it)")
+        object.__setattr__(self, "ladder_sizes", tuple(str(v) for v in self.ladder_sizes))
 
     @property
     def offspring_generations(self) -> float:
@@ -281,6 +328,11 @@ def comma_list(text: str) -> tuple[str, ...]:
     return tuple(text.split(","))
 
 
+def switch(text: str) -> bool:
+    """The parser of a flag: the option takes no argument (`evolve run --ladder`)."""
+    raise TypeError("a switch takes no argument")
+
+
 def cli_fields() -> list[tuple[Field[Any], CliOption, Callable[[str], Any]]]:
     """The fields that are `evolve run` options: (field, option, argument parser)."""
     hints = typing.get_type_hints(RunConfig)
@@ -296,6 +348,8 @@ def _parser(hint: Any) -> Callable[[str], Any]:
         return comma_list
     if hint in (int, float, str):
         return typing.cast(Callable[[str], Any], hint)
+    if hint is bool:
+        return switch
     raise TypeError(f"no command-line parser for a {hint} field")
 
 

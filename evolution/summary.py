@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from evolution.errors import UsageError
+from evolution.ladder_report import individual_ladder, ladder_lines, ladder_summary
 from evolution.transfer_audit import interval, run_transfer, transfer_warning
 from genome import Genome
 from phenotype import account
@@ -51,16 +52,24 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
     return max(matches, key=lambda m: m.id)
 
 
+def latest_run(store: Store) -> str:
+    """The run a command means when none is named: the newest search (`evolve run`); the
+    newest run of any kind (`evolve scale`, `evolve ablate` record theirs as runs too) only
+    when the store holds no search."""
+    runs = store.list_runs()
+    if not runs:
+        raise UsageError("the store holds no runs")
+    searches = [r for r in runs if "kind" not in r.config]
+    return max(searches or runs, key=lambda r: r.created).id
+
+
 def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
     """The run's (default: newest run's) best evaluated individual: quality ↑ (the run's first
     objective, `evaluating.quality_of`), params ↓ — the order `engine.best_of` ranks by."""
     from evolution.evaluating import quality_of
 
     if run_id is None:
-        runs = store.list_runs()
-        if not runs:
-            raise UsageError("the store holds no runs")
-        run_id = max(runs, key=lambda r: r.created).id
+        run_id = latest_run(store)
     elif store.get_run(run_id) is None:
         raise UsageError(f"no run {run_id}")
     evaluated = [i for i in store.individuals(run_id) if i.status == "ok"]
@@ -116,6 +125,7 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
         "flops_per_token": acct.flops_per_token,
         "ancestry": _ancestry(store, record),
         "operator_credit": credit,
+        "ladder": individual_ladder(store, record.run_id, record.id),
     }
 
 
@@ -160,6 +170,7 @@ def _cell_audit(store: Store, record: IndividualRecord, credit: list) -> dict[st
         "flops_per_token": 0,
         "ancestry": _ancestry(store, record),
         "operator_credit": credit,
+        "ladder": individual_ladder(store, record.run_id, record.id),
     }
 
 
@@ -258,6 +269,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         )
     transfer = run_transfer(store, run_id, config, space, individuals)
     return {
+        **ladder_summary(store, run_id),
         "run_id": run_id,
         "status": run.status,
         "stop_reason": run.stop_reason,
@@ -391,4 +403,7 @@ def report_lines(data: dict[str, Any]) -> list[str]:
             )
     if data["transfer_warning"]:
         lines.append(data["transfer_warning"])
+    lines += ladder_lines(
+        data.get("ladder") or [], data.get("ladder_transfer") or [], data.get("ladder_warning")
+    )
     return lines

@@ -103,7 +103,8 @@ def run_transfer(
         return []
     by_generation: dict[int, list[Any]] = {}
     for t in stored:
-        by_generation.setdefault(t.generation, []).append(t)
+        if isinstance(t.lower_fidelity, int):  # named fidelities are the ladder's (run_ladder)
+            by_generation.setdefault(t.generation, []).append(t)
     rows: list[dict[str, Any]] = []
     for g in range(run.last_generation + 1):
         if g in by_generation:

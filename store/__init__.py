@@ -9,6 +9,7 @@ The statuses a run, an evaluation and a lease can have are defined once, here:
 :data:`RUN_STATUSES`, :data:`EVALUATION_STATUSES`, :data:`LEASE_STATES`.
 """
 
+from store.ladder import LadderRankIn, LadderRankRecord
 from store.leases import LeaseLog
 from store.models import EVALUATION_STATUSES, LEASE_STATES, RUN_STATUSES
 from store.records import (
@@ -45,6 +46,8 @@ __all__ = [
     "ArchiveRecord",
     "EvaluationIn",
     "EvaluationRecord",
+    "LadderRankIn",
+    "LadderRankRecord",
     "GenomeIn",
     "IndividualIn",
     "IndividualRecord",

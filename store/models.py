@@ -272,6 +272,41 @@ class Transfer(Base):
     kendall_high: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+class LadderRank(Base):
+    """An elite individual taken up a size ladder at the end of a run (revision 0005).
+
+    ``evolve run --ladder`` trains each of the run's Pareto elite at several sizes (the
+    points are a scale run of their own, ``scale_run_id``), fits ``L(N) = E + A·N^(−α)``
+    and ranks the elite by the fitted loss at ``target_params`` (``loss``, with the
+    bootstrap interval ``loss_low``..``loss_high``; ``rank`` 1 is the lowest). A ladder that
+    cannot determine a fit keeps its row with the fit's columns NULL and the one-line
+    reason in ``note``. One row per (run, generation the ladder followed, individual).
+    """
+
+    __tablename__ = "ladder_ranks"
+    __table_args__ = (UniqueConstraint("run_id", "generation", "individual_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    generation: Mapped[int] = mapped_column(Integer)
+    individual_id: Mapped[int] = mapped_column(ForeignKey("individuals.id"))
+    scale_run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"), nullable=True)
+    target_params: Mapped[float] = mapped_column(Float)
+    quality: Mapped[float | None] = mapped_column(Float, nullable=True)  # in the search
+    loss: Mapped[float | None] = mapped_column(Float, nullable=True)
+    loss_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    loss_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    E: Mapped[float | None] = mapped_column(Float, nullable=True)
+    A: Mapped[float | None] = mapped_column(Float, nullable=True)
+    alpha: Mapped[float | None] = mapped_column(Float, nullable=True)
+    alpha_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    alpha_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    params_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    params_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    rank: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+
+
 class SchemaVersion(Base):
     """The version row of release 0.1, kept as a guard for programs of that release.
 

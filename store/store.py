@@ -22,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from store import artifacts, commit, queries, transactions
+from store import ladder as ladder_rows
 from store import leases as lease_rows
 from store.engine import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
 from store.models import RUN_STATUSES, Run
@@ -274,6 +275,24 @@ class Store:
         """The run's stored fidelity transfer, by generation (none for a single-fidelity
         run, or for generations committed before revision 0004)."""
         return self._read(lambda session: queries.transfer(session, run_id), "transfer")
+
+    def put_ladder(
+        self,
+        run_id: str,
+        generation: int,
+        rows: Iterable[ladder_rows.LadderRankIn],
+        transfer: Iterable[TransferIn] = (),
+    ) -> None:
+        """Keep the run's elite ranked up a size ladder after ``generation`` (revision 0005),
+        with the ladder's rank transfer; replaces an earlier attempt's rows of that generation."""
+        rows, transfer = list(rows), list(transfer)
+        self._write(
+            lambda session: ladder_rows.put(session, run_id, generation, rows, transfer), "put_ladder"
+        )
+
+    def ladder(self, run_id: str) -> list[ladder_rows.LadderRankRecord]:
+        """The run's ladder ranks (none unless it ran with ``--ladder``)."""
+        return self._read(lambda session: ladder_rows.read(session, run_id), "ladder")
 
     # -- artifacts -------------------------------------------------------------------------
 

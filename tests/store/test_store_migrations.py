@@ -38,7 +38,7 @@ from store.models import LEGACY_SCHEMA_VERSION, Base
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_0_1.db"
 RUN_ID = "15ea3469eb87"  # the one run in the fixture: task mqar, generations 0 and 1
-HEAD = "0004"
+HEAD = "0005"
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def _tables(path: Path) -> set[str]:
 
 def test_the_revisions_are_a_line_ending_at_head() -> None:
     assert migrations.heads() == {HEAD}
-    assert [s.revision for s in migrations.script().walk_revisions()] == ["0004", "0003", "0002", "0001"]
+    assert [s.revision for s in migrations.script().walk_revisions()] == ["0005", "0004", "0003", "0002", "0001"]
 
 
 def test_a_new_store_is_created_by_the_migrations_and_equals_the_models(store_url: str, helpers) -> None:
