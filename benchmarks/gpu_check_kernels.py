@@ -140,8 +140,9 @@ def on(inputs: Inputs, device: torch.device, dtype: torch.dtype) -> Inputs:
 def backends_of(op: Op, device: torch.device) -> list[str]:
     """The fast backends ``op`` offers on ``device`` (``kernels._dispatch.BACKENDS`` less
     ``auto`` and the reference), found by trying each on a tiny input: a backend the op
-    lacks (``chunk`` where there is no chunked kernel) or the device lacks (``triton``
-    without CUDA or the interpreter, ``cpu`` on CUDA) raises and is left out."""
+    lacks (``chunk`` where there is no chunked kernel: a ``ValueError``) or, on CPU, the
+    machine lacks (Triton without its interpreter) is left out; on CUDA any other failure
+    keeps the backend, so that its row fails instead of vanishing."""
     found = []
     tiny = on(op.make(TINY, torch.Generator().manual_seed(1)), device, torch.float32)
     for backend in BACKENDS:
@@ -149,8 +150,12 @@ def backends_of(op: Op, device: torch.device) -> list[str]:
             continue
         try:
             op.run(tiny, backend).sum().backward()
-        except (ValueError, RuntimeError, NotImplementedError, ImportError):
+        except ValueError:  # resolve_backend: the op has no such kernel
             continue
+        except Exception:  # noqa: BLE001
+            if device.type == "cuda":  # offered on CUDA but broken: its row reports the failure
+                found.append(backend)
+            continue  # on CPU: Triton without its interpreter, a C++ build that failed
         if backend == "cpu" and op.name != "selective_scan":
             continue  # the reference under another name: no compiled CPU path
         found.append(backend)
