@@ -125,7 +125,7 @@ def breakdown_lines(b: Breakdown) -> list[str]:
     per_block = b.per_block()
     lines += ["", f"FLOPs per block, one forward pass of B={b.batch} x T={b.seq_len} tokens"]
     block_rows = [(n, str(k), si(f), si(a)) for n, k, f, a in per_block.rows]
-    lines += _table(("component", "layers", "per layer", "all layers"), block_rows)
+    lines += _table(("component", "layers", "per layer (mean)", "all layers"), block_rows)
     if per_block.flops_per_block is not None:
         lines.append(f"per block ({per_block.blocks} blocks): {si(per_block.flops_per_block)}")
     else:
