@@ -166,6 +166,8 @@ def test_fractional_shares_reach_ray_and_two_candidates_share_a_gpu(tmp_path):
     candidates each sized at half a GPU run at the same time (each waits for the other) and
     Ray gives each the share the driver sized."""
     ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("needs to start its own Ray node with a GPU resource")
     # a GPU on which one candidate needs exactly half: 2 x estimate + process = gpu / 2
     gpu_bytes = 2 * (2 * _one_step_bytes() + PROCESS_BYTES)
     ray.cloudpickle.register_pickle_by_value(gpu_test_models)
@@ -178,6 +180,11 @@ def test_fractional_shares_reach_ray_and_two_candidates_share_a_gpu(tmp_path):
             results = pool.evaluate(requests)
         assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
         assert [r.metrics["gpu_share"] for r in results] == [0.5, 0.5]
+        # no gpu_bytes: the probe finds neither nvidia-smi nor CUDA, and every candidate
+        # asks for gpu_fraction
+        with EvaluationPool(workers=2, build_model=gpu_test_models.build, gpu_fraction=0.5) as pool:
+            assert pool._shares is None and pool.slots == 2
+            assert pool.gpu_share(requests[0]) == 0.5
     finally:
         ray.shutdown()
         ray.cloudpickle.unregister_pickle_by_value(gpu_test_models)
