@@ -1,0 +1,290 @@
+"""Scaling laws of four designs on bytelm: does the best genome hold up at larger sizes?
+
+Protocol (every number comes from this one script):
+
+- **Designs**: a Llama-style transformer (``preset:llama3-8b``: RoPE, RMSNorm, SwiGLU,
+  GQA), Mamba (``preset:mamba-130m``), the ``dogma`` preset's architecture, and the best
+  genome of a default run (``benchmarks/genomes/default_run_best.yaml``: the winner of
+  ``evolve run --population 64``, individual 100, quality 0.617 on the suite; its file says
+  where it came from). Each is resized along width and depth together
+  (``evolution.scale_ladder``, the rule ``evolve scale`` uses; learning rate by the width rule
+  ``evaluation.budget.learning_rate``), with the task's vocabulary (257 bytes) and context.
+- **Ladder**: by default each design's compact ladder (``evolution.run_ladder.compact_sizes``:
+  its smallest valid model, the first model at least 10^1.5 times larger, and the two
+  nearest the log-even sizes between: 4 sizes over >= 1.5 decades); ``--sizes`` gives all
+  designs the same targets instead (how a cluster run sets 10M..1B).
+- **Training**: every size ``--seeds`` times (replicate k's seed is ``evolve scale``'s, so the
+  seeds differ by design and size: no two points share a noise draw), ``--tokens`` tokens each
+  (a fixed data budget, default 200k: the bundled text has 420k training tokens, and a
+  CPU-sized budget), or ``--tokens-per-param r`` (Chinchilla's D = r·N; the right setting on
+  a GPU cluster). All points go through one Ray pool and one store: a killed benchmark
+  resumes without retraining.
+- **Fit**: ``L(N) = E + A·N^(−α)`` per design, least squares with residual-bootstrap 95 %
+  intervals (``evaluation.scaling``). **β against the transformer** (``compare``, B = the
+  design, A = Llama): ``k`` is the factor by which B needs more than A to reach A's loss at
+  the geometric middle of the sizes both cover: more parameters at the same data with a fixed
+  ``--tokens``; more data and parameters together on a ``--tokens-per-param`` rule. The table
+  prints **β = 1/k** in the chapter's sense (Proposition 15.2: ``L_B(D) ≤ L_A(β·D)``; β > 1:
+  the design does better than the transformer at equal budget), with its range over the
+  shared sizes, and the loss gap there with its bootstrap interval.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/scaling.py              # about 20 min here
+    .venv/bin/python benchmarks/scaling.py --estimate --sizes 10M,30M,100M,300M,1B --tokens-per-param 20
+    .venv/bin/python benchmarks/scaling.py --sizes 10M,30M,100M,300M,1B --tokens-per-param 20 \\
+        --ray-address HEAD:6379 --store postgresql://...       # a GPU cluster
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluation.scaling import LadderError  # noqa: E402
+from evaluation.tasks import get_task  # noqa: E402
+from evolution.run_ladder import compact_sizes  # noqa: E402
+from evolution.scale import Budget, Plan, Recorder, comparison_dict, make_plan, plan_summary, train  # noqa: E402
+from evolution.scale_cli import counts  # noqa: E402
+from evolution.scale_ladder import Design  # noqa: E402
+from genome import load_genome  # noqa: E402
+from phenotype import account  # noqa: E402
+from store import Store  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+DESIGNS = {
+    "llama": "preset:llama3-8b",
+    "mamba": "preset:mamba-130m",
+    "dogma": "preset:dogma",
+    "best-of-default-run": str(HERE / "genomes" / "default_run_best.yaml"),
+}
+BASELINE = "llama"
+# Peak dense bf16 throughput of one H100 SXM (989 TFLOP/s) at 40 % model FLOPs utilisation:
+# the --estimate's assumption for a GPU-hour (state yours with --flops-per-gpu-second).
+GPU_FLOPS_PER_S = 0.4 * 989e12
+
+
+def plans(args: argparse.Namespace) -> dict[str, Plan]:
+    task = get_task(args.task)
+    pinned = {"vocab": task.vocab_size, "max_len": task.seq_len}
+    budget = (
+        Budget(tokens=round(args.tokens))
+        if args.tokens_per_param is None
+        else Budget(per_param=args.tokens_per_param)
+    )
+    out = {}
+    for name, source in DESIGNS.items():
+        if args.only and name not in args.only:
+            continue
+        genome = load_genome(source)
+        design = Design.of(
+            genome, pinned, f"{name} ({source.rsplit('/', 1)[-1]})", preset=source.startswith("preset:")
+        )
+        sizes = args.sizes or compact_sizes(design, "both")
+        out[name] = make_plan(design, "both", args.task, sizes, [budget], args.seeds, args.timeout)
+    return out
+
+
+def training_flops(plan: Plan) -> float:
+    """The plan's training FLOPs: 3 × forward FLOPs per token × tokens, per point (the model
+    of ``evaluation.budget.training_flops``: ≈ 6·N·D plus the sequence mixer's term)."""
+    seq_len = get_task(plan.task).seq_len
+    per_token = {r.genome.id: account(r.genome, seq_len).flops_per_token for r in plan.rungs}
+    return float(sum(3 * per_token[p.genome_id] * p.tokens for p in plan.points))
+
+
+def estimate(ladders: dict[str, Plan], flops_per_s: float) -> dict[str, Any]:
+    rows = {name: training_flops(plan) for name, plan in ladders.items()}
+    total = sum(rows.values())
+    return {
+        "designs": {
+            name: {
+                "sizes": [r.params for r in ladders[name].rungs],
+                "tokens": sorted({p.tokens for p in ladders[name].points}),
+                "train_flops": flops,
+                "gpu_hours": flops / flops_per_s / 3600,
+            }
+            for name, flops in rows.items()
+        },
+        "train_flops": total,
+        "gpu_hours": total / flops_per_s / 3600,
+        "flops_per_gpu_second": flops_per_s,
+    }
+
+
+def run(args: argparse.Namespace, ladders: dict[str, Plan]) -> dict[str, Any]:
+    from evaluation import EvaluationPool
+    from evolution.cli import _build_cpu_kernels
+    from evolution.scale import LeaseRouter
+
+    started = time.perf_counter()
+    store = Store(args.store, create=True)
+    try:
+        recorders = {name: Recorder(store, plan) for name, plan in ladders.items()}
+        todo = [(rec, p) for rec in recorders.values() for p in rec.lookup()]
+        print(
+            f"{len(todo)} of {sum(len(p.points) for p in ladders.values())} points to train", file=sys.stderr
+        )
+        failed = True
+        try:
+            if todo:
+                _build_cpu_kernels()
+                owners = {p.key(rec.plan.task): rec.run_id for rec, p in todo}
+                with EvaluationPool(
+                    workers=args.workers,
+                    ray_address=args.ray_address,
+                    timeout_s=args.timeout,
+                    on_lease=LeaseRouter(store, owners),
+                ) as pool:
+                    train(list(recorders.values()), todo, pool, _progress(started))
+            failed = False
+        finally:
+            for rec in recorders.values():
+                rec.finish(failed)
+    finally:
+        store.close()
+    results: dict[str, Any] = {}
+    fits = {}
+    for name, plan in ladders.items():
+        try:
+            summary, fit = plan_summary(plan, args.boot)
+        except LadderError as e:
+            results[name] = {"refused": str(e), "points": [p.to_dict() for p in plan.points]}
+            continue
+        results[name], fits[name] = summary, fit
+    for name, data in results.items():
+        if name == BASELINE or name not in fits or BASELINE not in fits:
+            continue
+        try:
+            # compare(A = the transformer, B = this design) on the ladders' budget
+            data["against_llama"] = comparison_dict(fits[BASELINE], fits[name], ladders[BASELINE], data)
+        except LadderError as e:
+            data["against_llama"] = {"refused": str(e)}
+    return {
+        "designs": results,
+        "task": args.task,
+        "seeds": args.seeds,
+        "budget": next(iter(ladders.values())).budgets[0].to_dict(),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def _progress(started: float) -> Any:
+    def on_point(rec: Recorder, p: Any, done: int, total: int) -> None:
+        what = f"loss {p.loss:.4f}" if p.loss is not None else str(p.status)
+        print(
+            f"  [{done}/{total}] {rec.plan.source}: {p.params:,} params, seed {p.replicate}, "
+            f"{p.tokens:,} tokens: {what}, {p.metrics.get('train_seconds', 0):.0f} s; "
+            f"{time.perf_counter() - started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return on_point
+
+
+def _ci(v: float, ci: list[float]) -> str:
+    return f"{v:.3g} [{ci[0]:.3g}, {ci[1]:.3g}]"
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [
+        f"{result['task']}, {result['seeds']} seeds per size, budget {result['budget']}, "
+        f"{result['wall_seconds']:.0f} s",
+        "| design | sizes (params) | E | A | α | residual | β vs llama (range) "
+        "| loss gap vs llama at mid [95%] |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, d in result["designs"].items():
+        if "refused" in d:
+            lines.append(f"| {name} | - | refused: {d['refused']} | | | | | |")
+            continue
+        f = d["fit"]
+        sizes = ", ".join(f"{r['params']:,}" for r in d["rungs"])
+        beta = gap = "-"
+        c = d.get("against_llama")
+        if c and "refused" not in c:
+            k, kr = c["beta"], c["beta_range"]
+            beta = (
+                "undefined"
+                if k is None
+                else f"{1 / k:.3g}" + (f" ({1 / kr[1]:.3g}-{1 / kr[0]:.3g})" if kr else "")
+            )
+            lo, hi = c["loss_gap_mid_ci"]
+            gap = f"{c['loss_gap_mid']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        elif c:
+            beta = f"refused: {c['refused']}"
+        lines.append(
+            f"| {name} | {sizes} | {_ci(f['E'], f['E_ci'])} | {_ci(f['A'], f['A_ci'])} | "
+            f"{_ci(f['alpha'], f['alpha_ci'])} | {f['residual']:.4f} | {beta} | {gap} |"
+        )
+    lines.append(
+        "β = 1/k (Proposition 15.2's sense): > 1, the design reaches the transformer's loss with less."
+    )
+    lines.append(
+        "loss gap = L_design − L_llama at the geometric middle of the shared sizes (negative: better)."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--sizes", type=counts, help="the same parameter targets for every design (e.g. 10M,100M,1B)"
+    )
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--tokens", type=float, default=2e5, help="tokens per point (200000)")
+    budget.add_argument("--tokens-per-param", type=float, help="D = r·N instead of a fixed --tokens")
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--task", default="bytelm", help="bytelm, or bytelm:PATH for a larger text")
+    parser.add_argument(
+        "--only", type=lambda s: s.split(","), help=f"a comma list among {', '.join(DESIGNS)}"
+    )
+    parser.add_argument("--store", default="sqlite:///scaling.db")
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--ray-address")
+    parser.add_argument("--timeout", type=float, default=86_400.0, help="seconds per point")
+    parser.add_argument("--boot", type=int, default=1000)
+    parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the ladders' training FLOPs and GPU-hours; train nothing",
+    )
+    parser.add_argument("--flops-per-gpu-second", type=float, default=GPU_FLOPS_PER_S)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        ladders = plans(args)
+    except LadderError as e:
+        print(f"scaling: {e}", file=sys.stderr)
+        return 2
+    for plan in ladders.values():
+        for warning in plan.warnings:
+            print(f"WARNING: {plan.source}: {warning}", file=sys.stderr)
+    if args.estimate:
+        est = estimate(ladders, args.flops_per_gpu_second)
+        if args.json:
+            print(json.dumps(est, indent=2))
+        else:
+            for name, d in est["designs"].items():
+                sizes = ", ".join(f"{s:,}" for s in d["sizes"])
+                print(f"{name}: sizes {sizes}; {d['train_flops']:.3g} FLOPs, {d['gpu_hours']:.3g} GPU-hours")
+            print(
+                f"total {est['train_flops']:.3g} training FLOPs = {est['gpu_hours']:.3g} GPU-hours at "
+                f"{est['flops_per_gpu_second']:.3g} FLOP/s per GPU"
+            )
+        return 0
+    result = run(args, ladders)
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print(table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
