@@ -205,3 +205,42 @@ def test_a_bf16_result_replays_in_bf16(tmp_path):
     store.close()
     assert report["match"], {k: v for k, v in report["metrics"].items() if not v["equal"]}
     assert report["metrics"]["precision"]["replayed"] == "bf16"
+
+
+class _RecordingPool:
+    """Evaluates in this process, remembering the requests (the engine's pool protocol)."""
+
+    device_type = "cpu"
+
+    def __init__(self) -> None:
+        self.requests: list[EvalRequest] = []
+
+    def evaluate(self, requests, on_result=None):
+        results = []
+        for request in requests:
+            self.requests.append(request)
+            results.append(evaluate(request))
+            if on_result:
+                on_result(results[-1])
+        return results
+
+
+def test_runs_reuse_only_results_of_their_own_precision(tmp_path):
+    from evolution.engine import Engine
+    from store import Store
+
+    def run(store, precision: str) -> list[EvalRequest]:
+        pool = _RecordingPool()
+        config = RunConfig(
+            population=2, generations=0, steps=2, min_steps=0, seed=5, max_params=60_000, precision=precision
+        )
+        Engine(config, store, pool).run()
+        return pool.requests
+
+    with Store(f"sqlite:///{tmp_path / 'evolve.db'}") as store:
+        first = run(store, "fp32")
+        assert first and {r.precision for r in first} == {"fp32"}
+        again_bf16 = run(store, "bf16")  # same genomes and keys, another precision: trained
+        assert {r.genome_id for r in again_bf16} == {r.genome_id for r in first}
+        assert {r.precision for r in again_bf16} == {"bf16"}
+        assert run(store, "auto") == []  # auto on a CPU pool is fp32: every key cached
