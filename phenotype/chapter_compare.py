@@ -154,13 +154,15 @@ def per_block_flops(b: Breakdown, cfg: ModelConfig) -> list[Row] | None:
     for ch in PER_BLOCK_FLOPS:
         ours = b.forward_flops(_sum(b, ch.ours, "flops_per_token")) / BLOCKS
         params = _sum(b, ch.ours, "params") / BLOCKS
-        formula = formula_flops(ch.line, _first(cfg, StrandAttentionConfig).heads)
+        heads = _first(cfg, StrandAttentionConfig).heads
+        formula = formula_flops(ch.line, heads)
+        at = f", our h = {heads}" if "/ h" in ch.note else ""
         sentence = (
             f"ours {_b(ours)}, {ours / ch.value:.1f}x the chapter's ~{ch.printed}; its "
             f"{_m(params)} parameters per block alone cost about 2 x params x B·T = {_b(2 * params * tokens)}"
         )
         if formula is not None and not _prints_as(ch, formula):
-            sentence += f"; the chapter's own formula ({ch.note}) gives {si(formula)}, not ~{ch.printed}"
+            sentence += f"; the chapter's own formula ({ch.note}{at}) gives {si(formula)}, not ~{ch.printed}"
         rows.append(
             Row(ch.component, ch.line, ch.printed, ours, formula, f"{sentence}; {_why(ch.line, cfg)}")
         )
