@@ -216,6 +216,11 @@ def _print(data: dict[str, Any]) -> None:
         "delta = change − baseline, paired by seed (replicate k of every variant shares its seed and data "
         "order); 95% Student-t intervals"
     )
+    qualities = " ".join(_q(q) for q in b["qualities"])
+    out.print(
+        f"baseline per seed: {qualities}; seed 0 is the search's own evaluation of the individual (an "
+        "individual picked as a run's best was picked on that draw, so it tends to lie above the others)"
+    )
     for s in data["skipped"]:
         out.print(f"skipped {s['change']}: {s['reason']}")
     out.print(f"{data['trained']} trainings in {data['wall_seconds']} s")
