@@ -369,6 +369,25 @@ def replicate_qualities(plan: Plan, variant: int) -> list[float | None]:
     return out
 
 
+def per_task_means(plan: Plan, variant: int) -> dict[str, float]:
+    """A variant's mean quality per task over its successful replicates: a suite's members
+    (``metrics["per_task"]``) and, with several tasks, each task's and its members as
+    ``task/member`` (the names ``Evaluator.combine`` gives them)."""
+    several = len(plan.config.tasks) > 1
+    sums: dict[str, list[float]] = {}
+    for k in range(plan.seeds):
+        rows = [p for p in plan.points if p.variant == variant and p.replicate == k]
+        if any(p.status != "ok" for p in rows):
+            continue
+        for p in rows:
+            parts = {p.task: quality_of(p.metrics)} if several else {}
+            for member, value in (p.metrics.get("per_task") or {}).items():
+                parts[f"{p.task}/{member}" if several else member] = float(value)
+            for name, value in parts.items():
+                sums.setdefault(name, []).append(value)
+    return {name: statistics.fmean(values) for name, values in sums.items()}
+
+
 @dataclass(frozen=True)
 class Effect:
     """A variant's mean quality and, for a change, its paired difference from the baseline."""
@@ -402,7 +421,8 @@ def effects(base: Sequence[float | None], change: Sequence[float | None] | None 
 
 def summary(plan: Plan) -> dict[str, Any]:
     """The JSON-able result: ``individual``, ``baseline`` {mean, ci}, ``ablations``
-    [{change, params, mean, delta, ci}], with the run, seeds, tasks and skipped changes."""
+    [{change, params, mean, delta, ci}], with the run, seeds, tasks, skipped changes and each
+    variant's mean quality per task (``per_task``)."""
     base_q = replicate_qualities(plan, 0)
     base = effects(base_q)
     ablations = []
@@ -420,6 +440,7 @@ def summary(plan: Plan) -> dict[str, Any]:
                 "n": e.n,
                 "failed": e.failed,
                 "qualities": list(e.qualities),
+                "per_task": per_task_means(plan, i),
                 "genome_id": v.genome.id,
             }
         )
@@ -439,6 +460,7 @@ def summary(plan: Plan) -> dict[str, Any]:
             "n": base.n,
             "failed": base.failed,
             "qualities": list(base.qualities),
+            "per_task": per_task_means(plan, 0),
             "params": b.params,
             "steps": b.steps,
         },
@@ -472,6 +494,7 @@ __all__ = [
     "Variant",
     "effects",
     "make_plan",
+    "per_task_means",
     "replicate_qualities",
     "search_individual",
     "summary",

@@ -357,6 +357,7 @@ def test_an_ablation_is_a_run_that_resumes_without_retraining(tmp_path, pools):
         copy = store.find_evaluation(genome.id, TASK, STEPS, first["seed"], run_id=data["run_id"])
         assert own is not None and copy is not None and copy.metrics["cached_from"] == own.id
     assert data["baseline"]["qualities"][0] == pytest.approx(quality)
+    assert data["baseline"]["per_task"] == {}  # mqar alone: no members
     seeds = {(p["replicate"], p["seed"]) for p in data["points"]}
     assert len(seeds) == 2  # replicate k of every variant trains under one seed
     # the statistics are those of the stored qualities
@@ -436,6 +437,12 @@ def test_variants_train_on_the_runs_tasks_budget_and_seeds(tmp_path):
     plan.points[1].settle("ok", {"quality": 0.25}, "trained")
     assert [p.task for p in plan.points[:2]] == [TASK, "selective_copying"]
     assert ablate.replicate_qualities(plan, 0) == [0.375, None]
+    plan.points[1].metrics["per_task"] = {"copy": 0.5}
+    assert ablate.per_task_means(plan, 0) == {
+        TASK: 0.5,
+        "selective_copying": 0.25,
+        "selective_copying/copy": 0.5,
+    }
 
 
 def genome_yaml(db: Path, genome_id: str) -> str:
