@@ -181,6 +181,9 @@ def train_model(
             except Exception as error:  # accounting bugs must not hide a trained score
                 metrics["accounting_error"] = one_line(_describe(error), 200)
 
+        if device.type == "cuda" and request.max_memory_bytes is None:
+            # a worker process trains many candidates: no cap left over from a previous one
+            torch.cuda.set_per_process_memory_fraction(1.0, device)
         if request.max_memory_bytes is not None:
             estimate = estimate_training_bytes(model, task, batch_size, limit=request.max_memory_bytes)
             metrics["estimated_memory_bytes"] = estimate

@@ -18,6 +18,10 @@ loaded kernels, which every process pays once whatever it trains. On one 141 GB 
 grid of 16 packs up to 16 small candidates (8.8 GB each); one that needs more than the GPU
 gets a whole GPU and fails as ``oom`` if it does not fit.
 
+The pool also caps each candidate's CUDA allocator at its share less ``PROCESS_BYTES``
+(``EvaluationPool.within_share``), so one that outgrows its estimate fails ``oom`` itself
+instead of starving the others on its GPU.
+
 The driver admits a candidate only while the shares in flight fit the cluster's GPUs
 (:class:`evaluation.dispatch.Dispatch`), so no candidate waits inside Ray for a GPU while
 its deadline runs. Ray places a fractional task on one GPU; on several GPUs the admitted sum

@@ -33,7 +33,8 @@ so a replay can use the same thread count and a report can say where a candidate
 GPUs. On a cluster with GPUs each candidate asks Ray for a fraction of one GPU sized from
 its estimated training memory (:mod:`evaluation.gpu`: ``GpuShares``, a grid of 1/16), so
 small candidates share a GPU densely and a large one gets what it needs; the driver submits
-a candidate only while the shares in flight fit the GPUs. One GPU's memory is probed once
+a candidate only while the shares in flight fit the GPUs, and caps each one's allocator at
+its share (:meth:`EvaluationPool.within_share`). One GPU's memory is probed once
 at start (a Ray task reading ``nvidia-smi``) unless ``gpu_bytes`` is given; if the probe
 fails every candidate asks for ``gpu_fraction``.
 
@@ -49,13 +50,14 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from store import LeaseIn
 
 from .dispatch import Dispatch, ObjectRef
 from .evaluate import ModelBuilder
-from .gpu import PACKING_GRID, GpuShares, probe_gpu_bytes
+from .gpu import PACKING_GRID, PROCESS_BYTES, GpuShares, probe_gpu_bytes
 from .result import EvalRequest, EvalResult
 from .worker import (
     DEFAULT_HEARTBEAT_S,
@@ -279,9 +281,23 @@ class EvaluationPool:
             options["num_gpus"] = self.gpu_share(request)
         if options:
             remote = self._function.options(**{**self._options, **options})
+        request = self.within_share(request)
         return remote.remote(
             request, self.build_model, self.torch_threads, self._board, token, self.heartbeat_s
         )
+
+    def within_share(self, request: EvalRequest) -> EvalRequest:
+        """``request`` held to its GPU share: ``max_memory_bytes`` at most ``share x
+        gpu_bytes - PROCESS_BYTES``, so that its allocator is capped there (``evaluate``
+        sets the CUDA per-process memory fraction) and a candidate that outgrows its
+        estimate fails ``oom`` itself instead of starving the candidates beside it. A
+        request unchanged without GPUs, without a probed GPU size, or with a lower limit."""
+        if self.gpus <= 0 or self._shares is None:
+            return request
+        cap = int(self.gpu_share(request) * self._shares.gpu_bytes) - PROCESS_BYTES
+        if request.max_memory_bytes is not None and request.max_memory_bytes <= cap:
+            return request
+        return replace(request, max_memory_bytes=max(1, cap))
 
 
 def _probe_gpu_bytes(ray: Any, timeout_s: float = 120.0) -> int | None:

@@ -230,3 +230,17 @@ def test_gpu_check_dry_run_prints_the_whole_table_on_cpu():
     for row in ("selective_scan", "gated_linear_recurrence", "wkv", "evolve run", "100M candidate MFU"):
         assert row in table
     assert "triton" in table and "FAIL" not in table and table.rstrip().endswith("no mismatch")
+
+
+def test_a_candidate_is_capped_at_its_share_of_the_gpu():
+    pool = EvaluationPool()  # not started: the GPU numbers set by hand
+    request = EvalRequest("x", "g", "mqar", 1)
+    assert pool.within_share(request) is request  # no GPUs: unchanged
+    pool.gpus = 1.0
+    pool._shares = GpuShares(160 * GIB, fallback=0.25, estimate=lambda _r, _b: 30 * GIB)
+    cap = 7 * 10 * GIB - PROCESS_BYTES  # share 7/16 of 160 GiB, less the process's own
+    assert pool.within_share(request).max_memory_bytes == cap
+    loose = EvalRequest("x", "g", "mqar", 1, max_memory_bytes=100 * GIB)
+    assert pool.within_share(loose).max_memory_bytes == cap
+    tight = EvalRequest("x", "g", "mqar", 1, max_memory_bytes=GIB)
+    assert pool.within_share(tight) is tight
