@@ -1,6 +1,6 @@
 """The `evolve ablate ID` command: parse, plan the variants, train what the store lacks, print
-each change's effect on quality (`evolution.ablate` has the logic, `evolution.ablate_changes`
-the changes).
+each change's effect on quality (`evolution.ablate` has the plan, the store and the training,
+`evolution.ablate_changes` the changes, `evolution.ablate_stats` the statistics).
 
 Bad input exits 2 with one line on stderr before anything is trained or a run is created;
 progress goes to stderr, one line per trained point."""
@@ -95,7 +95,8 @@ def plan_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    from evolution.ablate import Recorder, summary, train
+    from evolution.ablate import Recorder, train
+    from evolution.ablate_stats import summary
     from store import Store
 
     plan = plan_of(args)

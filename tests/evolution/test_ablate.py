@@ -19,7 +19,7 @@ from evaluation import EvalRequest, EvalResult, evaluate
 from evaluation.protocol import OnResult
 from evaluation.table import InProcessPool
 from evaluation.tasks import derive_seed, get_task
-from evolution import ablate, ablate_cli
+from evolution import ablate, ablate_cli, ablate_stats
 from evolution.ablate_changes import (
     MATCH_TOLERANCE,
     attention_options,
@@ -203,23 +203,23 @@ T_1 = 12.706204736174698  # at 1
 
 def test_effects_against_a_hand_computation():
     base = [0.5, 0.6, 0.7]
-    e = ablate.effects(base)
+    e = ablate_stats.effects(base)
     half = T_2 * 0.1 / math.sqrt(3)  # s = 0.1
     assert e.mean == pytest.approx(0.6) and e.n == 3 and e.failed == 0
     assert e.ci == pytest.approx((0.6 - half, 0.6 + half))
     change = [0.4, 0.45, 0.65]  # differences -0.1, -0.15, -0.05: mean -0.1, s 0.05
-    e = ablate.effects(base, change)
+    e = ablate_stats.effects(base, change)
     half = T_2 * 0.05 / math.sqrt(3)
     assert e.mean == pytest.approx(1.5 / 3) and e.delta == pytest.approx(-0.1)
     assert e.ci == pytest.approx((-0.1 - half, -0.1 + half))
     # a failed replicate leaves its pair out: differences -0.1, -0.05
-    e = ablate.effects(base, [0.4, None, 0.65])
+    e = ablate_stats.effects(base, [0.4, None, 0.65])
     half = T_1 * math.sqrt(0.00125) / math.sqrt(2)
     assert (e.n, e.failed) == (2, 1) and e.delta == pytest.approx(-0.075)
     assert e.ci == pytest.approx((-0.075 - half, -0.075 + half)) and e.mean == pytest.approx(0.525)
     # one replicate: a mean, no interval
-    e = ablate.effects([0.5], [0.25])
-    assert e.delta == pytest.approx(-0.25) and e.ci is None and ablate.t_interval([1.0]) is None
+    e = ablate_stats.effects([0.5], [0.25])
+    assert e.delta == pytest.approx(-0.25) and e.ci is None and ablate_stats.t_interval([1.0]) is None
 
 
 def test_the_command_line_repeats_the_library_defaults():
@@ -436,9 +436,9 @@ def test_variants_train_on_the_runs_tasks_budget_and_seeds(tmp_path):
     plan.points[0].settle("ok", {"quality": 0.5}, "trained")
     plan.points[1].settle("ok", {"quality": 0.25}, "trained")
     assert [p.task for p in plan.points[:2]] == [TASK, "selective_copying"]
-    assert ablate.replicate_qualities(plan, 0) == [0.375, None]
+    assert ablate_stats.replicate_qualities(plan, 0) == [0.375, None]
     plan.points[1].metrics["per_task"] = {"copy": 0.5}
-    assert ablate.per_task_means(plan, 0) == {
+    assert ablate_stats.per_task_means(plan, 0) == {
         TASK: 0.5,
         "selective_copying": 0.25,
         "selective_copying/copy": 0.5,
