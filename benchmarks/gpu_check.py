@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -264,12 +265,14 @@ def _run_row(url: str, elapsed: float, stderr: str, settings: Settings) -> Row:
             return ("evolve run", "-", label, "-", "-", f"no run: {_last_line(stderr)}", "FAIL")
         run_id = runs[0].id
         done = len(store.leases(run_id, "done"))
-        rows = [
-            e.metrics
+        trained = [
+            e
             for ind in store.individuals(run_id)
             for e in ind.evaluations
-            if e.status == "ok" and "cached_from" not in e.metrics and e.metrics.get("train_flops")
+            if "cached_from" not in e.metrics  # trained here, not copied from the cache
         ]
+        rows = [e.metrics for e in trained if e.status == "ok" and e.metrics.get("train_flops")]
+        statuses = Counter(e.status for e in trained)
     finally:
         store.close()
     if not rows:
@@ -286,11 +289,17 @@ def _run_row(url: str, elapsed: float, stderr: str, settings: Settings) -> Row:
     compute_s = largest["train_tokens"] / max(largest["train_tokens_per_s"], 1e-9)
     flops_per_s = largest["train_flops"] / compute_s
     result = (
-        f"{3600 * done / elapsed:.0f} candidates/h; largest {largest['params'] / 1e6:.2f}M params "
+        f"{3600 * done / elapsed:.0f} candidates/h ({_counts(statuses)}); "
+        f"largest {largest['params'] / 1e6:.2f}M params "
         f"({largest.get('precision', 'fp32')}): {_mfu(flops_per_s, settings)}"
     )
     share = f"{largest['gpu_share']:g} GPU" if "gpu_share" in largest else str(largest.get("device", "-"))
     return ("evolve run", share, label, "-", "-", result, "ok")
+
+
+def _counts(statuses: Counter[str]) -> str:
+    """``ok 12, oom 1`` of the committed evaluations, ok first."""
+    return ", ".join(f"{s} {n}" for s, n in sorted(statuses.items(), key=lambda sn: (sn[0] != "ok", sn[0])))
 
 
 def _last_line(text: str) -> str:
