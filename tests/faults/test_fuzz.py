@@ -35,7 +35,7 @@ from genome.schema import PROMOTER, STRUCTURAL
 
 REPO = Path(__file__).resolve().parents[2]
 FUZZ = settings(
-    max_examples=150, deadline=1000, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 
 
