@@ -236,7 +236,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             "created": r.created.isoformat(timespec="seconds"),
             "task": r.task,
             "seed": r.seed,
-            "strategy": r.config.get("strategy", "scale" if r.config.get("kind") == "scale" else "nsga2"),
+            "strategy": r.config.get("strategy", r.config.get("kind", "nsga2")),  # scale, ablate: their kind
             "top_operators": top_operators(store.policy(r.id), 3),
         }
         for r in runs

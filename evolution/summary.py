@@ -28,7 +28,8 @@ def individual_summary(ind: Any) -> dict[str, Any]:
 
 def resolve_individual(store: Store, key: str, run_id: str | None = None) -> IndividualRecord:
     """An individual by integer id, or by a unique genome-id prefix (4+ hex digits; the
-    newest individual of that genome, in ``run_id`` when given). Digits that are no
+    newest individual of that genome, in ``run_id`` when given, in a search rather than in
+    an `evolve scale` or `evolve ablate` run that trained it too). Digits that are no
     individual's id are tried as a genome-id prefix."""
     key = key.strip()
     if key.isascii() and key.isdigit():
@@ -49,7 +50,8 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
         raise UsageError(f"no genome with id prefix {key}" + (f" in run {run_id}" if run_id else ""))
     if len(genomes) > 1:
         raise UsageError(f"genome-id prefix {key} is ambiguous: {len(genomes)} genomes start with it")
-    return max(matches, key=lambda m: m.id)
+    kinds = {r.id: r.config.get("kind") for r in store.list_runs()}
+    return max(matches, key=lambda m: (kinds.get(m.run_id) is None, m.id))
 
 
 def latest_run(store: Store) -> str:
