@@ -62,12 +62,14 @@ TINY = Shapes(batch=2, dim=16, state=4, length=64, heads=2)
 @dataclass(frozen=True)
 class Op:
     """``make(shapes, generator)``: float32 leaf tensors on CPU; ``run(inputs, backend)``:
-    the output; ``shape(shapes)``: printed."""
+    the output (batch first); ``shape(shapes)``: printed; ``shared``: the inputs without a
+    batch dimension (parameters every batch row uses)."""
 
     name: str
     make: Callable[[Shapes, torch.Generator], Inputs]
     run: Callable[[Inputs, str], torch.Tensor]
     shape: Callable[[Shapes], str]
+    shared: tuple[int, ...] = ()
 
 
 def _scan_inputs(s: Shapes, g: torch.Generator) -> Inputs:
@@ -121,14 +123,20 @@ def _wkv(x: Inputs, backend: str) -> torch.Tensor:
 
 
 OPS = (
-    Op("selective_scan", _scan_inputs, _scan, lambda s: f"B{s.batch} D{s.dim} N{s.state} L{s.length}"),
+    Op(
+        "selective_scan",
+        _scan_inputs,
+        _scan,
+        lambda s: f"B{s.batch} D{s.dim} N{s.state} L{s.length}",
+        shared=(2, 5, 7),  # A, D, delta_bias
+    ),
     Op(
         "gated_linear_recurrence",
         _glr_inputs,
         _glr,
         lambda s: f"B{s.batch} H{s.heads} T{s.length} dk=dv={s.head_dim}",
     ),
-    Op("wkv", _wkv_inputs, _wkv, lambda s: f"B{s.batch} T{s.length} C{s.dim}"),
+    Op("wkv", _wkv_inputs, _wkv, lambda s: f"B{s.batch} T{s.length} C{s.dim}", shared=(0, 1)),
 )
 
 
@@ -171,14 +179,41 @@ class Reference:
     weight: torch.Tensor
 
 
-def reference(op: Op, inputs: Inputs) -> Reference:
-    """``op``'s PyTorch reference in float64 on the values of ``inputs``."""
-    wide = [t.detach().double().requires_grad_() for t in inputs]
-    out = op.run(wide, "torch")
-    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    weight = weight.to(out.device)
-    grads = torch.autograd.grad((out * weight).sum(), wide, allow_unused=True)
-    return Reference(out.detach(), tuple(None if g is None else g.detach() for g in grads), weight)
+def reference(op: Op, inputs: Inputs, rows: int = 1) -> Reference:
+    """``op``'s PyTorch reference in float64 on the values of ``inputs``, ``rows`` batch rows
+    at a time (batch rows are independent: outputs and batched inputs' gradients are
+    concatenated, shared parameters' gradients summed), which bounds the float64 autograd
+    graph of the per-step references (the selective scan's whole batch at L = 4096 would
+    hold about 100 GB)."""
+    batch = next(t for i, t in enumerate(inputs) if i not in op.shared).shape[0]
+    outs: list[torch.Tensor] = []
+    parts: list[list[torch.Tensor | None]] = []
+    weight: torch.Tensor | None = None
+    for start in range(0, batch, rows):
+        wide = [
+            t.detach().double().requires_grad_()
+            if i in op.shared
+            else t.detach()[start : start + rows].double().requires_grad_()
+            for i, t in enumerate(inputs)
+        ]
+        out = op.run(wide, "torch")
+        if weight is None:
+            shape = (batch, *out.shape[1:])
+            weight = torch.randn(shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+            weight = weight.to(out.device)
+        grads = torch.autograd.grad((out * weight[start : start + rows]).sum(), wide, allow_unused=True)
+        outs.append(out.detach())
+        parts.append([None if g is None else g.detach() for g in grads])
+    assert weight is not None
+    total: list[torch.Tensor | None] = []
+    for i, pieces in enumerate(zip(*parts, strict=True)):
+        if any(p is None for p in pieces):
+            total.append(None)
+        elif i in op.shared:
+            total.append(torch.stack([p for p in pieces if p is not None]).sum(0))
+        else:
+            total.append(torch.cat([p for p in pieces if p is not None]))
+    return Reference(torch.cat(outs), tuple(total), weight)
 
 
 def errors(op: Op, inputs: Inputs, backend: str, ref: Reference) -> tuple[float, float]:

@@ -244,3 +244,35 @@ def test_a_candidate_is_capped_at_its_share_of_the_gpu():
     assert pool.within_share(loose).max_memory_bytes == cap
     tight = EvalRequest("x", "g", "mqar", 1, max_memory_bytes=GIB)
     assert pool.within_share(tight) is tight
+
+
+def test_gpu_check_fails_a_kernel_that_is_off_and_passes_one_that_is_not(monkeypatch):
+    """The check's verdict on one kernel row: the reference itself passes, a result 1 % off
+    (within bf16's tolerance, far outside fp32's) fails, and so does a backend that raises."""
+    monkeypatch.syspath_prepend(str(CHECK.parent))
+    monkeypatch.syspath_prepend(str(CHECK.parents[1]))  # the kernels package before benchmarks/kernels.py
+    import gpu_check
+    from gpu_check_kernels import OPS, TINY, TOLERANCES, on, reference
+
+    op = OPS[0]
+    cpu = torch.device("cpu")
+    base = op.make(TINY, torch.Generator().manual_seed(0))
+    inputs = {dtype: on(base, cpu, dtype) for dtype in TOLERANCES}
+    refs = {dtype: reference(op, inputs[dtype], 1) for dtype in TOLERANCES}
+    settings = gpu_check.Settings(cpu, True, 0.0, None, warmup=0, repeats=1)
+
+    def row(run):
+        return gpu_check._kernel_row(op, "x", run, inputs, refs, (1.0, 1.0), TINY, settings)
+
+    def off(x, _backend):
+        return op.run(x, "torch") * 1.01
+
+    def broken(_x, _backend):
+        raise RuntimeError("kernel launch failed")
+
+    def exact(x, _backend):
+        return op.run(x, "torch")
+
+    assert row(exact)[-1] == "ok"
+    assert row(off)[-1] == "FAIL"
+    assert row(broken)[-1] == "FAIL" and "kernel launch failed" in row(broken)[-2]
