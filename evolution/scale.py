@@ -44,6 +44,7 @@ from typing import Any
 
 from evaluation import EvalRequest, EvalResult
 from evaluation.budget import learning_rate
+from evaluation.precision import pool_precision, precision_of
 from evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
 from evaluation.tasks import derive_seed, get_task
 from evolution.scale_ladder import Design, Rung, ladder
@@ -248,6 +249,9 @@ class Recorder:
 
     def __init__(self, store: Store, plan: Plan) -> None:
         self.store, self.plan = store, plan
+        # where this process trains (auto: bf16 with CUDA): what its points train in and
+        # the only precision whose rows other runs may lend it
+        self.precision = pool_precision("auto", None)
         key = plan.ladder_key()
         found = [
             r for r in store.list_runs() if r.config.get("kind") == "scale" and r.config.get("ladder") == key
@@ -273,7 +277,7 @@ class Recorder:
                 p.evaluation_id = rec.id
                 continue
             rec = self.store.find_evaluation(*p.key(task))
-            if rec is not None and rec.status == "ok":
+            if rec is not None and rec.status == "ok" and precision_of(rec.metrics) == self.precision:
                 p.settle(rec.status, {k: v for k, v in rec.metrics.items() if k != "cached_from"}, "copied")
                 copies.append((p, {**p.metrics, "cached_from": rec.id}, rec.reason))
                 continue
@@ -368,6 +372,7 @@ def train(
                     fidelity=p.steps,
                     seed=p.seed,
                     timeout_s=rec.plan.timeout_s,
+                    precision=rec.precision,
                 )
             )
         by_key.setdefault(key, []).append((rec, p))

@@ -288,6 +288,29 @@ def test_a_killed_ladder_resumes_without_retraining(tmp_path, pools):
     assert sorted(p["origin"] for p in data["points"]) == ["copied"] * 8 + ["trained"] * 4
 
 
+def test_a_ladder_copies_no_row_of_another_precision(tmp_path, pools, monkeypatch):
+    """Rows trained in fp32 (the table's rows record none: fp32) are not lent to a ladder that
+    trains in bf16 (here: auto where CUDA is seen), which trains every point itself."""
+    import evolution.scale
+
+    db = tmp_path / "p.db"
+    argv = ["scale", "preset:gpt2-small", "--sizes", SIZES, "--tokens", "200k", "--json"]
+    code, out, _ = evolve(*argv, "--store", f"sqlite:///{db}")
+    assert code == 0 and json.loads(out)["trained"] == 8
+    monkeypatch.setattr(evolution.scale, "pool_precision", lambda precision, pool: "bf16")
+    sent: list[EvalRequest] = []
+
+    def request(**fields: Any) -> EvalRequest:
+        sent.append(EvalRequest(**fields))
+        return sent[-1]
+
+    monkeypatch.setattr(evolution.scale, "EvalRequest", request)
+    code, out, _ = evolve(*argv, "--seeds", "3", "--store", f"sqlite:///{db}")
+    data = json.loads(out)
+    assert code == 0 and data["trained"] == 12 and pools.made[-1].requests == 12
+    assert len(sent) == 12 and {r.precision for r in sent} == {"bf16"}
+
+
 def test_a_genome_file_against_a_preset(tmp_path, pools):
     path = tmp_path / "mine.yaml"
     path.write_text(Genome.from_dict(GENOME).to_yaml())
