@@ -66,7 +66,13 @@ def _tables(path: Path) -> set[str]:
 
 def test_the_revisions_are_a_line_ending_at_head() -> None:
     assert migrations.heads() == {HEAD}
-    assert [s.revision for s in migrations.script().walk_revisions()] == ["0005", "0004", "0003", "0002", "0001"]
+    assert [s.revision for s in migrations.script().walk_revisions()] == [
+        "0005",
+        "0004",
+        "0003",
+        "0002",
+        "0001",
+    ]
 
 
 def test_a_new_store_is_created_by_the_migrations_and_equals_the_models(store_url: str, helpers) -> None:
