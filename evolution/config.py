@@ -269,7 +269,10 @@ class RunConfig:
             raise ValueError(f"surrogate x batch must be at most {MAX_BRED:,} children a generation")
 
     def _check_ladder(self) -> None:
-        """The ladder's sizes as numbers (4 or more, over 1.5 decades), stored as given."""
+        """A ladder resizes DOGMA genomes (a table space's cells have no size to change), and
+        its sizes are numbers (4 or more, over 1.5 decades), stored as given."""
+        if self.ladder and self.space != "dogma":
+            raise ValueError(f"--ladder resizes DOGMA genomes: the {self.space} space has no sizes to climb")
         if self.ladder_sizes is None:
             return
         sizes = []
