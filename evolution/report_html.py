@@ -223,7 +223,22 @@ def build_html(data: ReportData, refresh_s: int | None = None) -> str:
             page.figure(transfer) if transfer is not None else _note("No candidate was promoted yet.")
         )
         page.section("fidelity", "Fidelity transfer", parts)
+    if data.ladder.get("ladder"):
+        page.section("ladder", "Size ladder", _ladder_parts(data.ladder))
     return _assemble(data, page, refresh_s)
+
+
+def _ladder_parts(summary: dict[str, Any]) -> list[str]:
+    """`evolve run --ladder`'s ranking and its rank transfer (`evolution.ladder_report`)."""
+    from evolution.ladder_report import ladder_lines
+
+    lines = ladder_lines(summary["ladder"], summary["ladder_transfer"], summary["ladder_warning"])
+    intro = _note(
+        "The Pareto elite trained at 4 sizes on bytelm after the last generation, each fitted "
+        "L(N) = E + A·N^-α and ranked by its loss extrapolated to the target size."
+    )
+    items = "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines[1:])
+    return [intro, f'<p>{html.escape(lines[0])}</p><ul class="ladder">{items}</ul>']
 
 
 def _overall_rho(data: ReportData) -> float | None:

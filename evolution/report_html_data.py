@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from evolution.config import RunConfig
 from evolution.evaluating import Evaluator, quality_of, stored_result
+from evolution.ladder_report import ladder_summary
 from evolution.policy import OperatorPolicy, outcome
 from evolution.space import SPACES
 from evolution.surrogate import rank_correlation
@@ -81,6 +82,7 @@ class ReportData:
     lineage_truncated: dict[int, bool] = field(default_factory=dict)
     failure_reasons: list[tuple[str, str, int]] = field(default_factory=list)  # status, reason, n
     multi_fidelity: bool = False
+    ladder: dict[str, Any] = field(default_factory=dict)  # `ladder_report.ladder_summary`
 
     @property
     def by_id(self) -> dict[int, Birth]:
@@ -279,6 +281,7 @@ def collect(store: Store, run_id: str) -> ReportData:
         best=best.id if best else None,
         fronts=fronts,
         multi_fidelity=multi_fidelity,
+        ladder=ladder_summary(store, run_id),
     )
     chosen = [best.id] if best else []
     for ident in sorted({i for ids in fronts.values() for i in ids}, key=lambda i: -by_id[i].quality):

@@ -200,6 +200,11 @@ def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(
     assert json.loads(out)["ladder"] == data["ladder"]
     code, text, _ = _evolve("report", "--store", db)
     assert "ladder: the elite ranked by loss extrapolated to 1,000,000 parameters" in text
+    page = tmp_path / "report.html"
+    code, _, err = _evolve("report", "--store", db, "--html", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "Size ladder" in text and f"individual {fitted[0]['individual_id']} (search quality" in text
     code, out, _ = _evolve("audit", str(ladder[0]["individual_id"]), "--store", db, "--json")
     assert json.loads(out)["ladder"]["rank"] == 1
     code, out, err = _evolve("run", "--resume", data["run_id"], "--store", db, "--json")
