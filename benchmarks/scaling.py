@@ -48,7 +48,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from evaluation.scaling import LadderError  # noqa: E402
 from evaluation.tasks import get_task  # noqa: E402
 from evolution.run_ladder import compact_sizes  # noqa: E402
-from evolution.scale import Budget, Plan, Recorder, comparison_dict, make_plan, plan_summary, train  # noqa: E402
+from evolution.scale import (  # noqa: E402
+    Budget,
+    Plan,
+    Recorder,
+    comparison_dict,
+    ladder_pool,
+    make_plan,
+    plan_summary,
+    train_recorded,
+)
 from evolution.scale_cli import counts  # noqa: E402
 from evolution.scale_ladder import Design  # noqa: E402
 from genome import load_genome  # noqa: E402
@@ -117,10 +126,6 @@ def estimate(ladders: dict[str, Plan], flops_per_s: float) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, ladders: dict[str, Plan]) -> dict[str, Any]:
-    from evaluation import EvaluationPool
-    from evolution.cli import _build_cpu_kernels
-    from evolution.scale import LeaseRouter
-
     started = time.perf_counter()
     store = Store(args.store, create=True)
     try:
@@ -129,22 +134,11 @@ def run(args: argparse.Namespace, ladders: dict[str, Plan]) -> dict[str, Any]:
         print(
             f"{len(todo)} of {sum(len(p.points) for p in ladders.values())} points to train", file=sys.stderr
         )
-        failed = True
-        try:
-            if todo:
-                _build_cpu_kernels()
-                owners = {p.key(rec.plan.task): rec.run_id for rec, p in todo}
-                with EvaluationPool(
-                    workers=args.workers,
-                    ray_address=args.ray_address,
-                    timeout_s=args.timeout,
-                    on_lease=LeaseRouter(store, owners),
-                ) as pool:
-                    train(list(recorders.values()), todo, pool, _progress(started))
-            failed = False
-        finally:
-            for rec in recorders.values():
-                rec.finish(failed)
+
+        def open_pool() -> Any:
+            return ladder_pool(store, todo, args.workers, args.ray_address, args.timeout)
+
+        train_recorded(list(recorders.values()), todo, open_pool, _progress(started))
     finally:
         store.close()
     results: dict[str, Any] = {}

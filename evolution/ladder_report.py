@@ -7,13 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from evaluation.transfer import WEAK_TRANSFER, is_weak
-from evolution.transfer_audit import interval
+from evolution.transfer_audit import correlation_text, interval, is_step_fidelity, transfer_dict
 from store import Store
-
-
-def is_ladder_fidelity(fidelity: Any) -> bool:
-    """Whether a stored transfer row's fidelity is the ladder's (a name), not a step count."""
-    return isinstance(fidelity, str)
 
 
 def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
@@ -27,15 +22,9 @@ def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
         return {"ladder": [], "ladder_transfer": [], "ladder_warning": None}
     last = max(r.generation for r in rows)
     transfer = [
-        {
-            "generation": t.generation,
-            "lower_fidelity": t.lower_fidelity,
-            "higher_fidelity": t.higher_fidelity,
-            **{k: getattr(t, k) for k in ("n", "spearman", "spearman_low", "spearman_high")},
-            **{k: getattr(t, k) for k in ("kendall", "kendall_low", "kendall_high")},
-        }
+        transfer_dict(t)
         for t in store.transfer(run_id)
-        if t.generation == last and is_ladder_fidelity(t.lower_fidelity)
+        if t.generation == last and not is_step_fidelity(t.lower_fidelity)
     ]
     search = next((t for t in transfer if t["lower_fidelity"] == "search"), None)
     warning = None
@@ -85,16 +74,10 @@ def ladder_lines(
             f"  {rank:>2}. individual {r['individual_id']} (search quality {quality}): {loss_text(r)}"
         )
     for t in transfer:
-        rho = "undefined" if t["spearman"] is None else f"{t['spearman']:.2f}"
-        tau = "undefined" if t["kendall"] is None else f"{t['kendall']:.2f}"
-        lines.append(
-            f"  transfer {t['lower_fidelity']} -> {t['higher_fidelity']}: n {t['n']}, Spearman ρ {rho} "
-            f"{interval(t['spearman_low'], t['spearman_high'])}, Kendall τ {tau} "
-            f"{interval(t['kendall_low'], t['kendall_high'])}"
-        )
+        lines.append(f"  transfer {t['lower_fidelity']} -> {t['higher_fidelity']}: {correlation_text(t)}")
     if warning:
         lines.append(warning)
     return lines
 
 
-__all__ = ["individual_ladder", "is_ladder_fidelity", "ladder_lines", "ladder_summary"]
+__all__ = ["individual_ladder", "ladder_lines", "ladder_summary", "loss_text"]

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from evaluation.scaling.fit import interval as student_interval
 from evaluation.tasks import get_task
 from evaluation.transfer import rank_transfer
 from evolution.evaluating import below_floor, quality_of
-from evolution.scale import Budget, Plan, Recorder, fit_points, make_plan, train
+from evolution.scale import Budget, Plan, Recorder, fit_points, make_plan, train_recorded
 from evolution.scale_ladder import MIN_DECADES, Design
 from genome import Genome
 from store import LadderRankIn, Store, TransferIn
@@ -209,26 +210,18 @@ def ladder_transfer(ladders: Sequence[EliteLadder], target: float) -> list[Trans
     out = []
     if fitted:
         t = rank_transfer([e.quality for e in fitted], [-(e.loss or (0.0,))[0] for e in fitted])
-        out.append(TransferIn("search", f"ladder@{target:.4g}", **_values(t)))
+        out.append(TransferIn("search", f"ladder@{target:.4g}", **t.to_dict()))
         last = min(len(e.plan.rungs) for e in fitted if e.plan is not None)
         small = [_mean_loss(e.plan, 0) for e in fitted if e.plan is not None]
         large = [_mean_loss(e.plan, len(e.plan.rungs) - 1) for e in fitted if e.plan is not None]
         t = rank_transfer([-v for v in small], [-v for v in large])
-        out.append(TransferIn("rung 1", f"rung {last}", **_values(t)))
+        out.append(TransferIn("rung 1", f"rung {last}", **t.to_dict()))
     return out
 
 
 def _mean_loss(plan: Plan, rung: int) -> float:
     losses = [p.loss for p in plan.points if p.rung == rung and p.loss is not None]
     return float(np.mean(losses))
-
-
-def _values(t: Any) -> dict[str, Any]:
-    d = t.to_dict()
-    return {
-        k: d[k]
-        for k in ("n", "spearman", "spearman_low", "spearman_high", "kendall", "kendall_low", "kendall_high")
-    }
 
 
 def run_ladder(
@@ -246,14 +239,7 @@ def run_ladder(
     ladders = plan_elite(elite_of(population, config.quality_floor, settings.elites), settings)
     recorders = {e.individual_id: Recorder(store, e.plan) for e in ladders if e.plan is not None}
     todo = [(rec, p) for rec in recorders.values() for p in rec.lookup()]
-    failed = True
-    try:
-        if todo:
-            train(list(recorders.values()), todo, pool, on_point)
-        failed = False
-    finally:
-        for rec in recorders.values():
-            rec.finish(failed)
+    train_recorded(list(recorders.values()), todo, lambda: nullcontext(pool), on_point)
     ranks = rank_elite(ladders, settings.target_params)
     rows = [
         e.row(
@@ -269,27 +255,7 @@ def run_ladder(
 
 def ladder_row_dict(r: Any) -> dict[str, Any]:
     """A ladder row (``LadderRankIn`` or its record) as plain data for ``--json``."""
-    fields: tuple[str, ...] = (
-        "individual_id",
-        "rank",
-        "quality",
-        "target_params",
-        "loss",
-        "loss_low",
-        "loss_high",
-    )
-    fields += (
-        "E",
-        "A",
-        "alpha",
-        "alpha_low",
-        "alpha_high",
-        "params_low",
-        "params_high",
-        "scale_run_id",
-        "note",
-    )
-    return {name: getattr(r, name) for name in fields}
+    return {f.name: getattr(r, f.name) for f in fields(LadderRankIn)}
 
 
 __all__ = [

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -390,6 +391,43 @@ def train(
 
     if requests:
         pool.evaluate(requests, on_result=on_result)
+
+
+def ladder_pool(
+    store: Store,
+    todo: Sequence[tuple[Recorder, Point]],
+    workers: int | None,
+    ray_address: str | None,
+    timeout_s: float,
+) -> Any:
+    """The Ray pool of `evolve run` for ``todo``, each lease logged to its point's run."""
+    from evaluation import EvaluationPool
+    from evolution.cli import _build_cpu_kernels
+
+    _build_cpu_kernels()
+    owners = {p.key(rec.plan.task): rec.run_id for rec, p in todo}
+    return EvaluationPool(
+        workers=workers, ray_address=ray_address, timeout_s=timeout_s, on_lease=LeaseRouter(store, owners)
+    )
+
+
+def train_recorded(
+    recorders: Sequence[Recorder],
+    todo: Sequence[tuple[Recorder, Point]],
+    open_pool: Callable[[], AbstractContextManager[Any]],
+    on_point: Callable[[Recorder, Point, int, int], None] | None = None,
+) -> None:
+    """Train ``todo`` on the pool ``open_pool()`` opens (only when there is something to
+    train), then mark every recorder's run finished, or failed when training raised."""
+    failed = True
+    try:
+        if todo:
+            with open_pool() as pool:
+                train(recorders, todo, pool, on_point)
+        failed = False
+    finally:
+        for rec in recorders:
+            rec.finish(failed)
 
 
 # -- fits ------------------------------------------------------------------------------------

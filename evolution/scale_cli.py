@@ -200,7 +200,7 @@ def plans(args: argparse.Namespace) -> list[Any]:
 
 def cmd_scale(args: argparse.Namespace) -> int:
     from evaluation.scaling import LadderError
-    from evolution.scale import Recorder, comparison_dict, plan_summary, train
+    from evolution.scale import Recorder, comparison_dict, plan_summary, train_recorded
     from store import Store
 
     ladders = plans(args)  # every check, before the store is opened for writing
@@ -214,18 +214,12 @@ def cmd_scale(args: argparse.Namespace) -> int:
         if not quiet:
             for rec in recorders:
                 _announce(err, rec)
-        failed = True
         try:
-            if todo:
-                try:
-                    with _pool(args, store, todo) as pool:
-                        train(recorders, todo, pool, None if quiet else _progress(err, started))
-                except ConnectionError as e:  # e.g. --ray-address that nothing answers at
-                    raise UsageError(str(e)) from None
-            failed = False
-        finally:
-            for rec in recorders:
-                rec.finish(failed)
+            train_recorded(
+                recorders, todo, lambda: _pool(args, store, todo), None if quiet else _progress(err, started)
+            )
+        except ConnectionError as e:  # e.g. --ray-address that nothing answers at
+            raise UsageError(str(e)) from None
         try:
             results = [plan_summary(rec.plan, args.boot) for rec in recorders]
             data, fit = results[0]
@@ -246,19 +240,10 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
 
 def _pool(args: argparse.Namespace, store: Any, todo: list[Any]) -> Any:
-    """The Ray pool of `evolve run`, its leases logged to each point's run."""
-    from evaluation import EvaluationPool
-    from evolution.cli import _build_cpu_kernels
-    from evolution.scale import LeaseRouter
+    """The Ray pool of `evolve run`, its leases logged to each point's run (tests replace it)."""
+    from evolution.scale import ladder_pool
 
-    _build_cpu_kernels()
-    owners = {p.key(rec.plan.task): rec.run_id for rec, p in todo}
-    return EvaluationPool(
-        workers=args.workers,
-        ray_address=args.ray_address,
-        timeout_s=args.timeout,
-        on_lease=LeaseRouter(store, owners),
-    )
+    return ladder_pool(store, todo, args.workers, args.ray_address, args.timeout)
 
 
 def _announce(err: Console, rec: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from evolution.errors import UsageError
 from evolution.ladder_report import individual_ladder, ladder_lines, ladder_summary
-from evolution.transfer_audit import interval, run_transfer, transfer_warning
+from evolution.transfer_audit import correlation_text, run_transfer, transfer_warning
 from genome import Genome
 from phenotype import account
 from store import IndividualRecord, Store
@@ -395,12 +395,8 @@ def report_lines(data: dict[str, Any]) -> list[str]:
             "steps, candidates trained at both, cumulative; 95% bootstrap intervals):"
         )
         for t in data["transfer"]:
-            rho = "undefined" if t["spearman"] is None else f"{t['spearman']:.2f}"
-            tau = "undefined" if t["kendall"] is None else f"{t['kendall']:.2f}"
             lines.append(
-                f"  gen {t['generation']}: n {t['n']}, Spearman ρ {rho} "
-                f"{interval(t['spearman_low'], t['spearman_high'])}, Kendall τ {tau} "
-                f"{interval(t['kendall_low'], t['kendall_high'])}"
+                f"  gen {t['generation']}: {correlation_text(t)}"
                 + ("" if t["stored"] else " (computed on read)")
             )
     if data["transfer_warning"]:

@@ -103,12 +103,12 @@ def run_transfer(
         return []
     by_generation: dict[int, list[Any]] = {}
     for t in stored:
-        if isinstance(t.lower_fidelity, int):  # named fidelities are the ladder's (run_ladder)
+        if is_step_fidelity(t.lower_fidelity):  # named fidelities are the ladder's (run_ladder)
             by_generation.setdefault(t.generation, []).append(t)
     rows: list[dict[str, Any]] = []
     for g in range(run.last_generation + 1):
         if g in by_generation:
-            rows += [{"generation": g, **_fields(t), "stored": True} for t in by_generation[g]]
+            rows += [{**transfer_dict(t), "stored": True} for t in by_generation[g]]
         elif audit is not None:
             if records is None:
                 records = store.individuals(run_id)
@@ -123,6 +123,11 @@ FIELDS += ("spearman", "spearman_low", "spearman_high", "kendall", "kendall_low"
 
 def _fields(t: Any) -> dict[str, Any]:
     return {name: getattr(t, name) for name in FIELDS}
+
+
+def transfer_dict(t: Any) -> dict[str, Any]:
+    """A stored transfer row (``store.TransferRecord``) as plain data."""
+    return {"generation": t.generation, **_fields(t)}
 
 
 def transfer_warning(rows: Sequence[dict[str, Any]]) -> str | None:
@@ -143,9 +148,34 @@ def transfer_warning(rows: Sequence[dict[str, Any]]) -> str | None:
     )
 
 
+def is_step_fidelity(fidelity: Any) -> bool:
+    """Whether a stored transfer's fidelity is a step count (multi-fidelity), not a name
+    (``evolve run --ladder``'s ``"search"``, ``"ladder@N"``, ``"rung k"``)."""
+    return isinstance(fidelity, int)
+
+
+def correlation_text(t: dict[str, Any]) -> str:
+    """`n N, Spearman ρ R [low, high], Kendall τ T [low, high]` of a transfer row."""
+    rho = "undefined" if t["spearman"] is None else f"{t['spearman']:.2f}"
+    tau = "undefined" if t["kendall"] is None else f"{t['kendall']:.2f}"
+    return (
+        f"n {t['n']}, Spearman ρ {rho} {interval(t['spearman_low'], t['spearman_high'])}, "
+        f"Kendall τ {tau} {interval(t['kendall_low'], t['kendall_high'])}"
+    )
+
+
 def interval(low: float | None, high: float | None) -> str:
     """`[low, high]` for a text line; `[undefined]` when it is."""
     return "[undefined]" if low is None or high is None else f"[{low:.2f}, {high:.2f}]"
 
 
-__all__ = ["TransferAudit", "candidate_pair", "interval", "run_transfer", "transfer_warning"]
+__all__ = [
+    "TransferAudit",
+    "candidate_pair",
+    "correlation_text",
+    "interval",
+    "is_step_fidelity",
+    "run_transfer",
+    "transfer_dict",
+    "transfer_warning",
+]
