@@ -48,13 +48,14 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from evaluation import EvalRequest, EvalResult
-from evaluation.precision import LEGACY_PRECISION, pool_precision, precision_of
+from evaluation.precision import LEGACY_PRECISION, pool_precision
 from evolution.ablate_changes import Change, derive_changes, normalise
 from evolution.config import RunConfig
 from evolution.evaluating import Evaluator
+from evolution.training_run import TrainingRecorder
 from evolution.types import Candidate
 from genome import Genome
-from store import EvaluationIn, IndividualIn, IndividualRecord, Store, by_slot
+from store import IndividualRecord, Store
 
 DEFAULT_SEEDS = 3
 MAX_SEEDS = 100
@@ -219,89 +220,28 @@ def make_plan(
 
 
 # -- the store -------------------------------------------------------------------------------
-class Recorder:
-    """A plan's run in the store: found or created, its stored points read, new ones committed."""
+class Recorder(TrainingRecorder):
+    """An ablation's run in the store (``evolution.training_run``): found or created, its
+    stored points read, new ones committed."""
 
     def __init__(self, store: Store, plan: Plan) -> None:
-        self.store, self.plan = store, plan
-        key = plan.ablation_key()
-        found = [
-            r
-            for r in store.list_runs()
-            if r.config.get("kind") == "ablate" and r.config.get("ablation") == key
-        ]
-        if found:
-            run = max(found, key=lambda r: r.created)
-            self.run_id, self.next_generation, self.resumed = run.id, run.last_generation + 1, True
-            store.reclaim_expired_leases(run.id)
-        else:
-            self.run_id = store.create_run(plan.run_config(), seed=0, task=plan.config.task)
-            self.next_generation, self.resumed = 0, False
+        super().__init__(store, plan.run_config(), "ablation", plan.config.task, plan.precision)
+        self.plan = plan
         plan.run_id = self.run_id
 
+    def point_key(self, point: Point) -> tuple[str, str, int, int]:
+        return point.key()
+
+    def genome_of(self, point: Point) -> Genome:
+        return self.plan.variants[point.variant].genome
+
+    def change_of(self, p: Point) -> dict[str, Any]:
+        variant = self.plan.variants[p.variant]
+        return {"op": "ablate", "change": variant.name, "replicate": p.replicate, "params": variant.params}
+
     def lookup(self) -> list[Point]:
-        """Settle the points the store already holds (copying other runs' successes into this
-        run in one generation); return the points still to train."""
-        todo, copies = [], []
-        for p in self.plan.points:
-            rec = self.store.find_evaluation(*p.key(), run_id=self.run_id)
-            if rec is not None:
-                p.settle(rec.status, rec.metrics, "stored")
-                p.evaluation_id = rec.id
-                continue
-            rec = self.store.find_evaluation(*p.key())
-            if rec is not None and rec.status == "ok" and precision_of(rec.metrics) == self.plan.precision:
-                metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
-                p.settle(rec.status, metrics, "copied")
-                copies.append((p, "ok", {**metrics, "cached_from": rec.id}, rec.reason, 0.0))
-                continue
-            todo.append(p)
-        if copies:
-            self._commit(copies)
-        return todo
-
-    def record(self, point: Point, result: EvalResult) -> None:
-        """Commit one trained point as the run's next generation."""
-        point.settle(result.status, result.metrics, "trained")
-        self._commit(
-            [(point, result.status, dict(result.metrics), result.reason or None, result.wall_seconds)]
-        )
-
-    def _commit(self, rows: list[tuple[Point, str, dict[str, Any], str | None, float]]) -> None:
-        variants = self.plan.variants
-        genomes = {p.genome_id: variants[p.variant].genome for p, *_ in rows}
-        self.store.commit_generation(
-            self.run_id,
-            self.next_generation,
-            genomes=[(g.id, g.to_yaml(), g.sequence_view()) for g in genomes.values()],
-            individuals=[
-                IndividualIn(
-                    slot,
-                    p.genome_id,
-                    p.seed,
-                    None,
-                    {
-                        "op": "ablate",
-                        "change": variants[p.variant].name,
-                        "replicate": p.replicate,
-                        "params": variants[p.variant].params,
-                    },
-                )
-                for slot, (p, *_) in enumerate(rows)
-            ],
-            evaluations=[
-                EvaluationIn(*p.key(), status, metrics, reason, seconds, individual=by_slot(slot))
-                for slot, (p, status, metrics, reason, seconds) in enumerate(rows)
-            ],
-            members=[by_slot(slot) for slot in range(len(rows))],
-        )
-        self.next_generation += 1
-        for p, *_ in rows:
-            rec = self.store.find_evaluation(*p.key(), run_id=self.run_id)
-            p.evaluation_id = rec.id if rec is not None else None
-
-    def finish(self, failed: bool) -> None:
-        self.store.set_run_status(self.run_id, "failed" if failed else "finished")
+        """Settle the points the store already holds; return the points still to train."""
+        return self.lookup_points(self.plan.points)
 
 
 def train(

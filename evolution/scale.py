@@ -45,11 +45,13 @@ from typing import Any
 
 from evaluation import EvalRequest, EvalResult
 from evaluation.budget import learning_rate
-from evaluation.precision import pool_precision, precision_of
+from evaluation.precision import pool_precision
 from evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
 from evaluation.tasks import derive_seed, get_task
 from evolution.scale_ladder import Design, Rung, ladder
-from store import EvaluationIn, IndividualIn, LeaseIn, LeaseLog, Store, by_slot
+from evolution.training_run import TrainingRecorder
+from genome import Genome
+from store import LeaseIn, LeaseLog, Store
 
 DEFAULT_TOKENS_PER_PARAM = 20.0
 DEFAULT_SEEDS = 2
@@ -245,96 +247,39 @@ def make_plan(
 
 
 # -- the store -------------------------------------------------------------------------------
-class Recorder:
-    """A plan's run in the store: found or created, its stored points read, new ones committed."""
+class Recorder(TrainingRecorder):
+    """A ladder's run in the store (``evolution.training_run``): found or created, its stored
+    points read, new ones committed."""
 
     def __init__(self, store: Store, plan: Plan) -> None:
-        self.store, self.plan = store, plan
         # where this process trains (auto: bf16 with CUDA): what its points train in and
         # the only precision whose rows other runs may lend it
-        self.precision = pool_precision("auto", None)
-        key = plan.ladder_key()
-        found = [
-            r for r in store.list_runs() if r.config.get("kind") == "scale" and r.config.get("ladder") == key
-        ]
-        if found:
-            run = max(found, key=lambda r: r.created)
-            self.run_id, self.next_generation, self.resumed = run.id, run.last_generation + 1, True
-            store.reclaim_expired_leases(run.id)
-        else:
-            self.run_id = store.create_run(plan.config(), seed=0, task=plan.task)
-            self.next_generation, self.resumed = 0, False
+        super().__init__(store, plan.config(), "ladder", plan.task, pool_precision("auto", None))
+        self.plan = plan
         plan.run_id = self.run_id
         self.genomes = {r.genome.id: r.genome for r in plan.rungs}
 
+    def point_key(self, point: Point) -> tuple[str, str, int, int]:
+        return point.key(self.plan.task)
+
+    def genome_of(self, point: Point) -> Genome:
+        return self.genomes[point.genome_id]
+
+    def change_of(self, p: Point) -> dict[str, Any]:
+        return {
+            "op": "scale",
+            "rung": p.rung,
+            "width": p.width,
+            "depth": p.depth,
+            "params": p.params,
+            "budget": self.plan.budgets[p.budget].to_dict(),
+            "tokens": p.tokens,
+            "replicate": p.replicate,
+        }
+
     def lookup(self) -> list[Point]:
-        """Settle the points the store already holds (copying other runs' successes into this
-        run in one generation); return the points still to train."""
-        task, todo, copies = self.plan.task, [], []
-        for p in self.plan.points:
-            rec = self.store.find_evaluation(*p.key(task), run_id=self.run_id)
-            if rec is not None:
-                p.settle(rec.status, rec.metrics, "stored")
-                p.evaluation_id = rec.id
-                continue
-            rec = self.store.find_evaluation(*p.key(task))
-            if rec is not None and rec.status == "ok" and precision_of(rec.metrics) == self.precision:
-                p.settle(rec.status, {k: v for k, v in rec.metrics.items() if k != "cached_from"}, "copied")
-                copies.append((p, {**p.metrics, "cached_from": rec.id}, rec.reason))
-                continue
-            todo.append(p)
-        if copies:
-            self._commit([(p, "ok", metrics, reason, 0.0) for p, metrics, reason in copies])
-        return todo
-
-    def record(self, point: Point, result: EvalResult, copied_from: int | None = None) -> None:
-        """Commit one trained point as the run's next generation (``copied_from``: the row of
-        another ladder's run that trained the same key in this invocation)."""
-        metrics = dict(result.metrics)
-        if copied_from is not None:
-            metrics["cached_from"] = copied_from
-        point.settle(result.status, result.metrics, "trained" if copied_from is None else "copied")
-        self._commit([(point, result.status, metrics, result.reason or None, result.wall_seconds)])
-
-    def _commit(self, rows: list[tuple[Point, str, dict[str, Any], str | None, float]]) -> None:
-        task, plan = self.plan.task, self.plan
-        genomes = {p.genome_id: self.genomes[p.genome_id] for p, *_ in rows}
-        self.store.commit_generation(
-            self.run_id,
-            self.next_generation,
-            genomes=[(g.id, g.to_yaml(), g.sequence_view()) for g in genomes.values()],
-            individuals=[
-                IndividualIn(
-                    slot,
-                    p.genome_id,
-                    p.seed,
-                    None,
-                    {
-                        "op": "scale",
-                        "rung": p.rung,
-                        "width": p.width,
-                        "depth": p.depth,
-                        "params": p.params,
-                        "budget": plan.budgets[p.budget].to_dict(),
-                        "tokens": p.tokens,
-                        "replicate": p.replicate,
-                    },
-                )
-                for slot, (p, *_) in enumerate(rows)
-            ],
-            evaluations=[
-                EvaluationIn(*p.key(task), status, metrics, reason, seconds, individual=by_slot(slot))
-                for slot, (p, status, metrics, reason, seconds) in enumerate(rows)
-            ],
-            members=[by_slot(slot) for slot in range(len(rows))],
-        )
-        self.next_generation += 1
-        for p, *_ in rows:
-            rec = self.store.find_evaluation(*p.key(task), run_id=self.run_id)
-            p.evaluation_id = rec.id if rec is not None else None
-
-    def finish(self, failed: bool) -> None:
-        self.store.set_run_status(self.run_id, "failed" if failed else "finished")
+        """Settle the points the store already holds; return the points still to train."""
+        return self.lookup_points(self.plan.points)
 
 
 class LeaseRouter:

@@ -1,0 +1,111 @@
+"""A run whose generations are trainings, not a search: `evolve scale`'s ladders and `evolve
+ablate`'s variants (the `Recorder` of each is this class with its own points).
+
+The run is identified by its config: ``kind`` and one identifying entry (a ladder's
+``"ladder"``, an ablation's ``"ablation"``); the same command finds its run again and resumes
+it (expired leases reclaimed), else creates it. Every point is one evaluation under the
+store's natural key ``(genome id, task, steps, seed)``:
+
+* ``lookup`` settles the points the store holds: in this run whatever their status (the key
+  is unique in a run); a successful row of another run trained in this run's precision is
+  copied (``cached_from``, as the engine's cache does) in one generation, not retrained;
+* ``record`` commits one trained point as the run's next generation: a birth (operator
+  None, ``change`` saying what the point is) and its evaluation row, so a killed command
+  loses at most the trainings in flight;
+* ``finish`` marks the run finished, or failed when its training raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaluation import EvalResult
+from evaluation.precision import precision_of
+from genome import Genome
+from store import EvaluationIn, IndividualIn, Store, by_slot
+
+Key = tuple[str, str, int, int]
+Row = tuple[Any, str, dict[str, Any], str | None, float]  # point, status, metrics, reason, seconds
+
+
+class TrainingRecorder:
+    """A training run in the store (module docstring); subclasses say each point's key, its
+    genome and its ``change`` record. A point has ``genome_id``, ``seed``, ``evaluation_id``
+    and ``settle(status, metrics, origin)``."""
+
+    def __init__(self, store: Store, config: dict[str, Any], entry: str, task: str, precision: str) -> None:
+        self.store, self.precision = store, precision
+        kind, key = config["kind"], config[entry]
+        found = [r for r in store.list_runs() if r.config.get("kind") == kind and r.config.get(entry) == key]
+        if found:
+            run = max(found, key=lambda r: r.created)
+            self.run_id, self.next_generation, self.resumed = run.id, run.last_generation + 1, True
+            store.reclaim_expired_leases(run.id)
+        else:
+            self.run_id = store.create_run(config, seed=0, task=task)
+            self.next_generation, self.resumed = 0, False
+
+    def point_key(self, point: Any) -> Key:
+        raise NotImplementedError
+
+    def genome_of(self, point: Any) -> Genome:
+        raise NotImplementedError
+
+    def change_of(self, point: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def lookup_points(self, points: list[Any]) -> list[Any]:
+        """Settle the ``points`` the store already holds; return those still to train."""
+        todo, copies = [], []
+        for p in points:
+            rec = self.store.find_evaluation(*self.point_key(p), run_id=self.run_id)
+            if rec is not None:
+                p.settle(rec.status, rec.metrics, "stored")
+                p.evaluation_id = rec.id
+                continue
+            rec = self.store.find_evaluation(*self.point_key(p))
+            if rec is not None and rec.status == "ok" and precision_of(rec.metrics) == self.precision:
+                metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
+                p.settle(rec.status, metrics, "copied")
+                copies.append((p, "ok", {**metrics, "cached_from": rec.id}, rec.reason, 0.0))
+                continue
+            todo.append(p)
+        if copies:
+            self._commit(copies)
+        return todo
+
+    def record(self, point: Any, result: EvalResult, copied_from: int | None = None) -> None:
+        """Commit one trained point as the run's next generation (``copied_from``: the row of
+        another run that trained the same key in this invocation)."""
+        metrics = dict(result.metrics)
+        if copied_from is not None:
+            metrics["cached_from"] = copied_from
+        point.settle(result.status, result.metrics, "trained" if copied_from is None else "copied")
+        self._commit([(point, result.status, metrics, result.reason or None, result.wall_seconds)])
+
+    def _commit(self, rows: list[Row]) -> None:
+        genomes = {g.id: g for g in (self.genome_of(p) for p, *_ in rows)}
+        self.store.commit_generation(
+            self.run_id,
+            self.next_generation,
+            genomes=[(g.id, g.to_yaml(), g.sequence_view()) for g in genomes.values()],
+            individuals=[
+                IndividualIn(slot, p.genome_id, p.seed, None, self.change_of(p))
+                for slot, (p, *_) in enumerate(rows)
+            ],
+            evaluations=[
+                EvaluationIn(*self.point_key(p), status, metrics, reason, seconds, individual=by_slot(slot))
+                for slot, (p, status, metrics, reason, seconds) in enumerate(rows)
+            ],
+            members=[by_slot(slot) for slot in range(len(rows))],
+        )
+        self.next_generation += 1
+        for p, *_ in rows:
+            rec = self.store.find_evaluation(*self.point_key(p), run_id=self.run_id)
+            p.evaluation_id = rec.id if rec is not None else None
+
+    def finish(self, failed: bool) -> None:
+        self.store.set_run_status(self.run_id, "failed" if failed else "finished")
+
+
+__all__ = ["TrainingRecorder"]
