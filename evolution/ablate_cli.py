@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from typing import Any
@@ -18,12 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from evolution.errors import UsageError
+from evolution.training_cli import add_training_options, check_training_options
 
 # The parser is built by every `evolve` command, so this module imports no torch: these repeat
 # `evolution.ablate` (a test keeps them equal).
 DEFAULT_SEEDS = 3
 DEFAULT_TIMEOUT_S = 3600.0
-MAX_TIMEOUT_S = 30 * 86_400.0
 
 
 def add_ablate_command(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -54,16 +53,7 @@ def add_ablate_command(sub: Any, common: argparse.ArgumentParser) -> None:
         "leading '-', e.g. --only gene:c1.T:mla, or --only=-gene:c1.T:mla; -> for →)",
     )
     ablate.add_argument("--list", action="store_true", help="list the changes and train nothing")
-    ablate.add_argument("--workers", type=int, metavar="W", help="parallel trainings (default: every core)")
-    ablate.add_argument("--ray-address", metavar="ADDR", help="join this Ray cluster instead of starting one")
-    ablate.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"seconds one training may take (default {DEFAULT_TIMEOUT_S:g})",
-    )
-    ablate.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_training_options(ablate, DEFAULT_TIMEOUT_S)
     ablate.set_defaults(func=cmd_ablate)
 
 
@@ -72,10 +62,7 @@ def _check(args: argparse.Namespace) -> None:
 
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise UsageError(f"--seeds {args.seeds}: from 1 to {MAX_SEEDS}")
-    if args.workers is not None and not 1 <= args.workers <= 1024:
-        raise UsageError(f"--workers {args.workers}: from 1 to 1024")
-    if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT_S):
-        raise UsageError(f"--timeout {args.timeout:g}: more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
+    check_training_options(args)
 
 
 def plan_of(args: argparse.Namespace) -> Any:

@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from evolution.errors import UsageError
+from evolution.training_cli import add_training_options, check_training_options
 
 SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-MAX_TIMEOUT_S = 30 * 86_400.0
 # The parser is built by every `evolve` command, so this module imports no torch: these repeat
 # `evolution.scale` and `evolution.scale_ladder` (a test keeps them equal).
 AXES = ("both", "width", "depth", "copies", "regulatory")
@@ -96,19 +96,10 @@ def add_scale_command(sub: Any, common: argparse.ArgumentParser) -> None:
         help=f"seeds per size (default {DEFAULT_SEEDS})",
     )
     scale.add_argument("--against", metavar="OTHER", help="a second design: fit both and compare them")
-    scale.add_argument("--workers", type=int, metavar="W", help="parallel trainings (default: every core)")
-    scale.add_argument("--ray-address", metavar="ADDR", help="join this Ray cluster instead of starting one")
-    scale.add_argument(
-        "--timeout",
-        type=float,
-        metavar="S",
-        default=DEFAULT_TIMEOUT_S,
-        help=f"seconds one point may train (default {DEFAULT_TIMEOUT_S:g})",
-    )
     scale.add_argument(
         "--boot", type=int, default=1000, metavar="B", help="bootstrap replicates of the fit (default 1000)"
     )
-    scale.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_training_options(scale, DEFAULT_TIMEOUT_S)
     scale.set_defaults(func=cmd_scale)
 
 
@@ -135,10 +126,7 @@ def _design(target: str, store_url: str, pinned: dict[str, Any]) -> Any:
 def _check(args: argparse.Namespace) -> None:
     from evaluation.scaling import min_boot
 
-    if args.workers is not None and not 1 <= args.workers <= 1024:
-        raise UsageError(f"--workers {args.workers}: from 1 to 1024")
-    if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT_S):
-        raise UsageError(f"--timeout {args.timeout:g}: more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
+    check_training_options(args)
     if not min_boot(0.95) <= args.boot <= 100_000:
         raise UsageError(f"--boot {args.boot}: from {min_boot(0.95)} to 100000")
     for name in ("tokens_per_param", "tokens", "sizes"):
