@@ -131,24 +131,21 @@ class EliteLadder:
     loss: tuple[float, float, float] | None = None  # estimate, low, high at the target
 
     def row(self, target: float, rank: int | None, scale_run: str | None) -> LadderRankIn:
-        f, loss = self.fit, self.loss
+        fit: dict[str, Any] = {}
+        if self.fit is not None:
+            f = self.fit
+            fit = {
+                "E": f.E,
+                "A": f.A,
+                "alpha": f.alpha,
+                "alpha_low": f.alpha_ci[0],
+                "alpha_high": f.alpha_ci[1],
+            }
+            fit.update(params_low=f.params_range[0], params_high=f.params_range[1])
+        if self.loss is not None:
+            fit.update(zip(("loss", "loss_low", "loss_high"), self.loss, strict=True))
         return LadderRankIn(
-            individual_id=self.individual_id,
-            target_params=target,
-            scale_run_id=scale_run,
-            quality=self.quality,
-            loss=None if loss is None else loss[0],
-            loss_low=None if loss is None else loss[1],
-            loss_high=None if loss is None else loss[2],
-            E=None if f is None else f.E,
-            A=None if f is None else f.A,
-            alpha=None if f is None else f.alpha,
-            alpha_low=None if f is None else f.alpha_ci[0],
-            alpha_high=None if f is None else f.alpha_ci[1],
-            params_low=None if f is None else f.params_range[0],
-            params_high=None if f is None else f.params_range[1],
-            rank=rank,
-            note=self.note,
+            self.individual_id, target, scale_run, self.quality, rank=rank, note=self.note, **fit
         )
 
 
