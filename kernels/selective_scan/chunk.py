@@ -43,7 +43,9 @@ import torch
 import triton
 import triton.language as tl
 
+from .shapes import block_d as _block_d
 from .shapes import from_time_major, fused_selective_scan, time_major
+from .shapes import groups as _groups
 
 CHUNK = 64  # steps per chunk (a power of two); shorter sequences use the next power of two >= L
 PASS_BLOCK = 256  # (batch, channel, state) elements per program of the state-passing kernel
@@ -325,19 +327,6 @@ def _chunk_bwd(
         g = d0 // (dim // groups_C)
         ptrs = dC_ptr + ((b * groups_C + g) * L + t).to(tl.int64)[:, None] * N + offs_n[None, :]
         tl.atomic_add(ptrs, dC_block, mask=tile_mask)
-
-
-def _groups(Mk: torch.Tensor) -> int:
-    """Group count of a time-major operand; 1 for a constant one."""
-    return Mk.shape[1] if Mk.dim() == 4 else 1
-
-
-def _block_d(dim: int, *groups: int) -> int:
-    """Largest power of two <= 16 dividing every group's channel count."""
-    block = 16
-    while any((dim // g) % block for g in groups):
-        block //= 2
-    return block
 
 
 def chunk_length(length: int) -> int:

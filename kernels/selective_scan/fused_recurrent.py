@@ -17,7 +17,9 @@ import torch
 import triton
 import triton.language as tl
 
+from .shapes import block_d as _block_d
 from .shapes import from_time_major, fused_selective_scan, time_major
+from .shapes import groups as _groups
 
 CHUNK = 64  # steps between saved states
 
@@ -209,19 +211,6 @@ def _scan_bwd_kernel(
         tl.atomic_add(dB_ptr + tile, dB_const, mask=mask)
     if not VAR_C:
         tl.atomic_add(dC_ptr + tile, dC_const, mask=mask)
-
-
-def _groups(Mk: torch.Tensor) -> int:
-    """Group count of a time-major operand; 1 for a constant one."""
-    return Mk.shape[1] if Mk.dim() == 4 else 1
-
-
-def _block_d(dim: int, *groups: int) -> int:
-    """Largest power of two <= 16 dividing every group's channel count."""
-    block = 16
-    while any((dim // g) % block for g in groups):
-        block //= 2
-    return block
 
 
 class _ScanCore(torch.autograd.Function):

@@ -105,6 +105,19 @@ def from_time_major(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return grad if grad.dim() == 2 else grad.transpose(-1, -2).reshape(shape)
 
 
+def groups(Mk: torch.Tensor) -> int:
+    """Group count of a time-major operand; 1 for a constant one (the Triton paths' grids)."""
+    return Mk.shape[1] if Mk.dim() == 4 else 1
+
+
+def block_d(dim: int, *group_counts: int) -> int:
+    """Largest power of two <= 16 dividing every group's channel count."""
+    block = 16
+    while any((dim // g) % block for g in group_counts):
+        block //= 2
+    return block
+
+
 def fused_selective_scan(
     core: type[torch.autograd.Function],
     u: torch.Tensor,
