@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from evaluation import EvalRequest
-from evaluation.scaling import LadderError, fit_power_law
+from evaluation.scaling import fit_power_law
 from evaluation.table import TableEvaluator
 from evolution import cli
 from evolution.cli import main
@@ -220,8 +220,6 @@ def test_a_ladder_that_cannot_fit_is_kept_unranked_with_its_reason() -> None:
         budgets = [type("B", (), {"per_param": None})()]
         source, run_id = "individual 7", None
 
-    elite = EliteLadder(7, 0.5, _Plan())  # type: ignore[arg-type]
-    with pytest.raises(LadderError):
-        fit_power_law([1.0], [1.0])
+    elite = EliteLadder(7, 0.5, _Plan())  # type: ignore[arg-type]  # no point trained
     assert rank_elite([elite], 1e6) == [None]
-    assert elite.note and elite.loss is None
+    assert elite.note.startswith("individual 7:") and elite.loss is None and elite.fit is None
