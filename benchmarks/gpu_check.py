@@ -323,7 +323,7 @@ def mfu_rows(settings: Settings) -> list[Row]:
     import torch
 
     from evaluation import get_task, train
-    from evolution.seeds import scale_down
+    from evolution.spaces.dogma.seeds import scale_down
     from genome import Genome, preset
     from phenotype import account, decode
 

@@ -7,9 +7,9 @@ Protocol (every number comes from this one script):
   genome of a default run (``benchmarks/genomes/default_run_best.yaml``: the winner of
   ``evolve run --population 64``, individual 100, quality 0.617 on the suite; its file says
   where it came from). Each is resized along width and depth together
-  (``evolution.scale_ladder``, the rule ``evolve scale`` uses; learning rate by the width rule
+  (``evolution.scale.ladder``, the rule ``evolve scale`` uses; learning rate by the width rule
   ``evaluation.budget.learning_rate``), with the task's vocabulary (257 bytes) and context.
-- **Ladder**: by default each design's compact ladder (``evolution.run_ladder.compact_sizes``:
+- **Ladder**: by default each design's compact ladder (``evolution.scale.search_ladder.compact_sizes``:
   its smallest valid model, the first model at least 10^1.5 times larger, and the two
   nearest the log-even sizes between: 4 sizes over >= 1.5 decades); ``--sizes`` gives all
   designs the same targets instead (how a cluster run sets 10M..1B).
@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.scaling import LadderError  # noqa: E402
 from evaluation.tasks import get_task  # noqa: E402
-from evolution.run_ladder import compact_sizes  # noqa: E402
-from evolution.scale import (  # noqa: E402
+from evolution.scale.search_ladder import compact_sizes  # noqa: E402
+from evolution.scale.train import (  # noqa: E402
     Budget,
     Plan,
     Recorder,
@@ -58,8 +58,8 @@ from evolution.scale import (  # noqa: E402
     plan_summary,
     train_recorded,
 )
-from evolution.scale_cli import counts  # noqa: E402
-from evolution.scale_ladder import Design  # noqa: E402
+from evolution.cli.scale import counts  # noqa: E402
+from evolution.scale.ladder import Design  # noqa: E402
 from genome import load_genome  # noqa: E402
 from phenotype import account  # noqa: E402
 from store import Store  # noqa: E402

@@ -44,7 +44,7 @@ from evaluation.table import InProcessPool  # noqa: E402
 from evolution.config import RunConfig  # noqa: E402
 from evolution.engine import Engine  # noqa: E402
 from evolution.evaluating import quality_of  # noqa: E402
-from evolution.seeds import scale_down  # noqa: E402
+from evolution.spaces.dogma.seeds import scale_down  # noqa: E402
 from genome import PRESETS, Genome, GenomeError  # noqa: E402
 from phenotype import account  # noqa: E402
 from store import Store  # noqa: E402

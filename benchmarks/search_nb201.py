@@ -4,14 +4,14 @@ Protocol (every strategy, every run):
 
 - a run has a budget of `--evaluations` real evaluations; one evaluation is ONE noisy
   observation, the validation accuracy of one training seed drawn from the evaluation's
-  seed (`evolution.nb201.observe`);
+  seed (`evolution.spaces.nb201.observe`);
 - independent noise per run: run r has seed r and `seed_policy="run"` (the training seed
   of each evaluation is derived from the run seed and the genome), and its own fresh
   SQLite store in a temporary directory, so no run sees another's results (the
   surrogate is fit on the run's own evaluations only);
 - the incumbent is the best OBSERVED evaluation among the first `--evaluations`
   (`engine.history`; for Optuna the best trial), scored by its TRUE accuracy, the mean
-  over the table's training seeds (`evolution.nb201.true_accuracy`), which no search sees;
+  over the table's training seeds (`evolution.spaces.nb201.true_accuracy`), which no search sees;
 - the table gives, per strategy, the mean incumbent true accuracy ± its standard error
   over the runs; the target lines test each proposed configuration: a mean >= 91.50 (on
   CIFAR-10 only: the bar is that table's) and a lead over TPE of at least 2 standard
@@ -92,7 +92,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from evaluation.tasks import derive_seed  # noqa: E402
 from evolution.config import RunConfig  # noqa: E402
 from evolution.engine import Engine  # noqa: E402
-from evolution.nb201 import (  # noqa: E402
+from evolution.spaces.nb201 import (  # noqa: E402
     DATASETS,
     EDGES,
     OPS,

@@ -29,20 +29,45 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from store import LeaseIn
 
 from .result import EvalRequest, EvalResult
 from .worker import is_transient
 
-if TYPE_CHECKING:
-    from .pool import EvaluationPool
-
 logger = logging.getLogger(__name__)
 
 #: A ``ray.ObjectRef`` (Ray is imported lazily, only once a pool starts).
 ObjectRef = Any
+
+
+class Launcher(Protocol):
+    """What a :class:`Dispatch` needs of its pool (`evaluation.pool.EvaluationPool`): the
+    settings it reads, the heartbeat board and how to submit one attempt."""
+
+    slots: int
+    gpus: float
+    timeout_s: float
+    timeout_grace_s: float
+    heartbeat_s: float
+    start_grace_s: float
+    lease_s: float | None
+    max_retries: int
+    on_lease: Callable[[LeaseIn], None] | None
+
+    @property
+    def board(self) -> Any:
+        """The HeartbeatBoard actor; None when heartbeats and leases are off."""
+        ...
+
+    def gpu_share(self, request: EvalRequest) -> float:
+        """The share of one GPU that ``request`` holds (0 without GPUs)."""
+        ...
+
+    def launch(self, request: EvalRequest, token: str, attempt: int) -> ObjectRef:
+        """Submit attempt ``attempt`` (1-based) of ``request`` as the task named ``token``."""
+        ...
 
 
 @dataclass
@@ -75,12 +100,12 @@ class Dispatch:
 
     def __init__(
         self,
-        pool: EvaluationPool,
+        pool: Launcher,
         requests: Sequence[EvalRequest],
         on_result: Callable[[EvalResult], None] | None = None,
     ) -> None:
         self.pool = pool  # read-only here: settings, slots, on_lease, how to launch a task
-        self.board = pool._board  # a HeartbeatBoard actor; None: heartbeats and leases off
+        self.board = pool.board  # a HeartbeatBoard actor; None: heartbeats and leases off
         self.requests = requests
         self.on_result = on_result
         self.results: list[EvalResult | None] = [None] * len(requests)
@@ -129,7 +154,7 @@ class Dispatch:
         if request.timeout_s is None:
             request = replace(request, timeout_s=self.pool.timeout_s)
         token = uuid.uuid4().hex
-        ref = self.pool._launch(request, token, self.attempts[index])
+        ref = self.pool.launch(request, token, self.attempts[index])
         now = time.monotonic()
         deadline = now + limit + self.pool.timeout_grace_s
         flight = Flight(index, request, limit, deadline, self.attempts[index], token, now)

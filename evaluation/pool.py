@@ -169,9 +169,11 @@ class EvaluationPool:
         self.close()
 
     def start(self) -> None:
-        """Start (or join) Ray and size the pool from the resources it reports."""
+        """Start (or join) Ray and size the pool from the resources it reports; build the
+        CPU kernels first (`build_cpu_kernels`)."""
         if self._remote is not None:
             return
+        build_cpu_kernels()
         ray = _import_ray()
         if not ray.is_initialized():
             if self.ray_address is None:
@@ -269,7 +271,12 @@ class EvaluationPool:
             raise RuntimeError("EvaluationPool is not started; use it as a context manager")
         return Dispatch(self, requests, on_result).run()
 
-    def _launch(self, request: EvalRequest, token: str, attempt: int) -> ObjectRef:
+    @property
+    def board(self) -> Any:
+        """The heartbeat board actor of the started pool; None when leases are off."""
+        return self._board
+
+    def launch(self, request: EvalRequest, token: str, attempt: int) -> ObjectRef:
         """Submit ``attempt`` (1-based) at ``request`` as a Ray task named ``token`` on the
         heartbeat board. Ray's own restarts of a later attempt count against the same
         budget of ``max_retries + 1`` attempts."""
@@ -298,6 +305,17 @@ class EvaluationPool:
         if request.max_memory_bytes is not None and request.max_memory_bytes <= cap:
             return request
         return replace(request, max_memory_bytes=max(1, cap))
+
+
+def build_cpu_kernels() -> None:
+    """Build (or load from cache) the C++ CPU kernels once in the driver, so that workers
+    only load them: a first-ever build takes ~30 s and must not eat candidates' time limits."""
+    import torch
+
+    if not torch.cuda.is_available():
+        from kernels.selective_scan import cpu
+
+        cpu.available()
 
 
 def _probe_gpu_bytes(ray: Any, timeout_s: float = 120.0) -> int | None:

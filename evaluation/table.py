@@ -1,7 +1,7 @@
 """Pools that evaluate in this process, without Ray: table look-ups and small runs.
 
 - ``TableEvaluator(lookup)``: for a space whose evaluation is a look-up in a table of
-  measured results (NAS-Bench-201: `evolution.nb201.lookup`). ``lookup(request)``
+  measured results (NAS-Bench-201: `evolution.spaces.nb201.lookup`). ``lookup(request)``
   returns the metrics; a ``ValueError`` or ``KeyError`` it raises becomes an
   ``invalid`` result.
 - ``InProcessPool()``: trains DOGMA candidates one by one with ``evaluation.evaluate``

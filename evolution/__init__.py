@@ -8,7 +8,7 @@
     InProcessPool / TableEvaluator              pools without Ray (evaluation.table)
     export_individual(store, record, out_dir)   a standalone model directory
 
-The `evolve` command lives in `evolution.cli`. Names are imported on first use (PEP 562)
+The `evolve` command lives in `evolution.cli.main`. Names are imported on first use (PEP 562)
 so that `evolve genome validate` answers without loading torch.
 """
 
@@ -20,21 +20,21 @@ _EXPORTS = {
     "RunConfig": "evolution.config",
     "best_of": "evolution.engine",
     "derive_seed": "evolution.engine",
-    "MUTATIONS": "evolution.operators",
-    "Discard": "evolution.operators",
-    "vary": "evolution.operators",
-    "repair": "evolution.repair",
+    "MUTATIONS": "evolution.spaces.dogma.operators",
+    "Discard": "evolution.spaces.dogma.operators",
+    "vary": "evolution.spaces.dogma.operators",
+    "repair": "evolution.spaces.dogma.repair",
     "pareto_front": "evolution.selection",
     "export_individual": "evolution.export",
-    "DogmaSpace": "evolution.space",
-    "SPACES": "evolution.space",
-    "SearchSpace": "evolution.protocols",
+    "DogmaSpace": "evolution.spaces.dogma.space",
+    "SPACES": "evolution.spaces.dogma.space",
+    "SearchSpace": "evolution.spaces.contract",
     "InProcessPool": "evaluation.table",
     "TableEvaluator": "evaluation.table",
     "OperatorPolicy": "evolution.policy",
     "STRATEGIES": "evolution.strategies",
     "make_strategy": "evolution.strategies",
-    "NB201Space": "evolution.nb201",
+    "NB201Space": "evolution.spaces.nb201",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evolution.evaluating import quality_of
-from evolution.protocols import SearchSpace
+from evolution.spaces.contract import SearchSpace
 from evolution.surrogate import MIN_ROWS, Surrogate, select_children
 from store import Store
 

@@ -6,7 +6,7 @@ including the search space's own (`SearchSpace.check_config`), so the library an
 
 A field with `cli(...)` metadata is an `evolve run` option: `--field-name` (or the
 metadata's `flag`), its type from the field's annotation (a `tuple[str, ...]` is a comma
-list), its help from the metadata. `evolution.cli` builds the options from
+list), its help from the metadata. `evolution.cli.main` builds the options from
 `cli_fields()`; fields without the metadata are settable from the library only.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from evaluation.budget import BUDGETS
 from evaluation.precision import PRECISIONS
-from evolution.space import SPACES
+from evolution.spaces.registry import SPACES
 from evolution.strategies import STRATEGIES
 
 OBJECTIVE_CHOICES = ("quality", "params", "state_bytes", "flops", "latency")

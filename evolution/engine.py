@@ -6,7 +6,7 @@ g-1 and a random stream derived from (run seed, g), and committed in one transac
 at any point resumes from its last committed generation (`Engine.resume`).
 
 One loop for every search space and every strategy. The engine names neither: the space
-is `SPACES[config.space]` (`evolution.space`, protocol `evolution.protocols.SearchSpace`:
+is `SPACES[config.space]` (`evolution.spaces.dogma.space`, protocol `evolution.spaces.contract.SearchSpace`:
 DOGMA genomes, NAS-Bench-201 cells), the strategy `make_strategy(config.strategy)`
 (`evolution.strategies`: nsga2, regularized, random). The pool is anything that follows
 `evaluation.protocol.Pool` (Ray's `EvaluationPool`, the in-process pools of
@@ -28,11 +28,10 @@ from evolution import assisted
 from evolution.config import RunConfig
 from evolution.evaluating import Evaluator, quality_of, stored_result
 from evolution.export import WEIGHTS_ARTIFACT
-from evolution.operators import Discard
 from evolution.policy import OperatorPolicy, outcome
-from evolution.protocols import Genotype, SearchSpace
 from evolution.selection import assign_rank_and_crowding, pareto_front
-from evolution.space import SPACES
+from evolution.spaces.contract import Discard, Genotype, SearchSpace
+from evolution.spaces.registry import SPACES
 from evolution.strategies import make_strategy
 from evolution.surrogate import rank_correlation
 from evolution.transfer_audit import TransferAudit

@@ -53,7 +53,7 @@ from evaluation.precision import pool_precision, precision_of
 from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed, get_task  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
-from evolution.protocols import SearchSpace
+from evolution.spaces.contract import SearchSpace
 from evolution.strategies import below_floor
 from evolution.types import Candidate, Event, GenerationReport, TaskResult
 from store import EvaluationIn, Store

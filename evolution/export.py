@@ -5,7 +5,7 @@
     genome.yaml           the canonical genome
     example.safetensors   an `input` and the `output` the program must give for it
     README.md             a model card: metrics, lineage summary, how to load it
-    dogma_model/          a self-contained, trainable Python package (evolution.standalone):
+    dogma_model/          a self-contained, trainable Python package (phenotype.standalone.writer):
                           `dogma_model.load()` -> the nn.Module, with `step` for decoding
 
 Loading needs torch alone: `torch.export.load("model.pt2").module()(ids)`; the package
@@ -30,9 +30,9 @@ import torch
 from safetensors.torch import load_model, save_file, save_model
 
 from evolution.errors import UsageError
-from evolution.standalone import check_package, write_package
 from genome import Genome
 from phenotype import DogmaModel, account, decode
+from phenotype.standalone.writer import check_package, write_package
 from store import IndividualRecord, Store
 
 WEIGHTS_ARTIFACT = "weights"

@@ -11,7 +11,7 @@ import random
 
 from evolution.config import RunConfig
 from evolution.errors import UsageError
-from evolution.space import SPACES
+from evolution.spaces.registry import SPACES
 
 
 def check_feasible(config: RunConfig) -> None:
@@ -20,5 +20,5 @@ def check_feasible(config: RunConfig) -> None:
     space = SPACES[config.space].from_config(config)
     try:
         space.sample(random.Random(config.seed))
-    except RuntimeError as e:  # evolution.seeds.random_genome: none found under the budget
+    except RuntimeError as e:  # evolution.spaces.dogma.seeds.random_genome: none found under the budget
         raise UsageError(f"--max-params {config.max_params:,} is too small for this task: {e}") from None

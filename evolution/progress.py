@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -84,3 +85,20 @@ class RunProgress:
                     f"generation {data['generation']}: {report.evaluated} evaluated"
                     f", {note}, {self.elapsed():.0f}s"
                 )
+
+
+def ladder_point_printer(err: Console, started: float) -> Callable[[Any, Any, int, int], None]:
+    """A progress callback for size-ladder trainings (`evolve scale`, `evolve run --ladder`):
+    one line per trained point on ``err``, with the seconds since ``started``
+    (``time.perf_counter()``)."""
+
+    def on_point(rec: Any, p: Any, done: int, total: int) -> None:
+        what = f"loss {p.loss:.4f}" if p.loss is not None else f"{p.status}"
+        seconds = p.metrics.get("train_seconds")
+        took = f", {seconds:.1f} s" if isinstance(seconds, int | float) else ""
+        err.print(
+            f"  [{done}/{total}] {p.params:,} params (width {p.width}, depth {p.depth}), seed {p.replicate}, "
+            f"{p.steps:,} steps ({p.tokens:,} tokens): {what}{took}; {time.perf_counter() - started:.0f} s"
+        )
+
+    return on_point

@@ -1,4 +1,4 @@
-"""`evolve replay ID`: train an individual again from its stored genome, seed and fidelity,
+"""Replay (`evolve replay ID`): train an individual again from its stored genome, seed and fidelity,
 and say whether the metrics match the stored ones.
 
 On CPU training is bit-exact given the same code, seed and torch thread count (a
@@ -11,15 +11,12 @@ after training, or this code records metrics the stored row's code did not) are 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from typing import Any
 
 from evolution.errors import UsageError
 
-EXIT_MISMATCH = 1
 #: Measurements of the machine, not of the model: never expected to repeat.
 _NOT_COMPARED_PREFIXES = ("worker_",)
 _NOT_COMPARED_WORDS = ("seconds", "per_s", "latency", "cached_from", "torch_threads", "device")
@@ -102,42 +99,3 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
         "stored_only": sorted(set(stored.metrics) - set(result.metrics)),
         "replayed_only": sorted(set(result.metrics) - set(stored.metrics)),
     }
-
-
-def cmd_replay(args: argparse.Namespace) -> int:
-    from evolution.summary import resolve_individual
-    from store import Store
-
-    store = Store(args.store, create=False)  # a reader: a missing store is refused, not made
-    try:
-        record = resolve_individual(store, args.id)
-        report = replay_individual(store, record, threads=args.threads)
-    finally:
-        store.close()
-    if args.json:
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
-    else:
-        verdict = "match" if report["match"] else "MISMATCH"
-        print(
-            f"individual {report['id']} ({report['genome_id'][:12]}), {report['task']}, "
-            f"{report['fidelity']} steps, seed {report['seed']}, "
-            f"{report['torch_threads']} threads: {verdict}"
-        )
-        if report["stored_status"] != report["replayed_status"]:
-            print(
-                f"  status: stored {report['stored_status']}, replayed "
-                f"{report['replayed_status']} {report['reason']}"
-            )
-        for key, c in report["metrics"].items():
-            mark = "=" if c["equal"] else "≠"
-            print(f"  {key:<20} {mark} stored {c['stored']!r}  replayed {c['replayed']!r}")
-    return 0 if report["match"] else EXIT_MISMATCH
-
-
-def add_replay_command(sub: Any, common: argparse.ArgumentParser) -> None:
-    replay = sub.add_parser(
-        "replay", parents=[common], help="re-train an individual and compare with its stored metrics"
-    )
-    replay.add_argument("id", help="individual id or genome-id prefix")
-    replay.add_argument("--threads", type=int, help="torch threads (default: what the worker recorded)")
-    replay.set_defaults(func=cmd_replay)

@@ -1,7 +1,7 @@
 """A surrogate model of quality, and the surrogate-assisted choice of which children to train.
 
 The surrogate is a random forest (scikit-learn) over the flat feature dicts of
-`evolution.features`: `DictVectorizer` turns the dicts into a matrix (a key never seen in
+`evolution.spaces.dogma.features`: `DictVectorizer` turns the dicts into a matrix (a key never seen in
 training is ignored at prediction, a key missing from a row reads as 0), and the forest
 gives a mean prediction and a spread, the standard deviation of its trees' predictions
 (each tree is fitted on a bootstrap sample, so the spread is larger far from the data).

@@ -25,7 +25,7 @@ from typing import Any
 from evaluation.transfer import WEAK_TRANSFER, is_weak, rank_transfer
 from evolution.config import RunConfig
 from evolution.evaluating import quality_of
-from evolution.protocols import SearchSpace
+from evolution.spaces.contract import SearchSpace
 from store import IndividualRecord, Store, TransferIn
 
 Pair = tuple[float, float]

@@ -6,33 +6,25 @@
   ``L(N, D) = E + A·N^(−α) + B·D^(−β)`` (``surface.py``);
 - ``compare(fit_a, fit_b, tokens_per_param=r)`` -> ``Comparison``: loss gap at matched
   compute ``C ≈ 6·N·D``, sample efficiency, crossover (``compare.py``);
-- ``ladder_rungs(params_of, width, depth, axis)`` / ``preset_ladder(...)`` -> ``[Rung]``:
-  the sizes to train (``ladder.py``).
 
 Every refusal is a ``LadderError`` (a ``ValueError``) with a one-line message.
 """
 
 from .compare import Comparison, compare, crossings, loss_gap, loss_on_rule, sample_efficiency
 from .fit import LadderError, PowerLawFit, fit_power_law, min_boot
-from .ladder import AXES, Rung, ladder_rungs, preset_ladder, preset_params_of
 from .surface import LossSurfaceFit, fit_loss_surface
 
 __all__ = [
-    "AXES",
     "Comparison",
     "LadderError",
     "LossSurfaceFit",
     "PowerLawFit",
-    "Rung",
     "compare",
     "crossings",
     "fit_loss_surface",
     "fit_power_law",
-    "ladder_rungs",
     "loss_gap",
     "loss_on_rule",
     "min_boot",
-    "preset_ladder",
-    "preset_params_of",
     "sample_efficiency",
 ]

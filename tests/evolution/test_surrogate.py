@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from evolution.features import CELL_PATHS, dogma_features, nb201_features
-from evolution.nb201 import EDGES, OPS, CellGenome
-from evolution.seeds import scale_down
+from evolution.spaces.dogma.features import dogma_features
+from evolution.spaces.dogma.seeds import scale_down
+from evolution.spaces.nb201 import CELL_PATHS, EDGES, OPS, CellGenome, nb201_features
 from evolution.surrogate import MIN_ROWS, Features, Surrogate, rank_correlation, select_children
 from genome import PRESETS, Genome, preset
 

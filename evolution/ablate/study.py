@@ -1,0 +1,295 @@
+"""`evolve ablate ID`: retrain an individual with each module removed or replaced, and say what
+each change does to its quality, with an interval.
+
+**The variants** are the individual's genome (the baseline) and every change
+``evolution.ablate.changes.derive_changes`` makes to it. Each trains like the individual did
+in its run (``RunConfig`` of the run): on the run's task(s), for the full fidelity that the
+run's budget gives it (``Evaluator.fidelity_for``: the run's ``steps``, or under a flops
+budget the steps of the same compute at its own cost), with the learning rate
+``evaluation.evaluate`` applies to every DOGMA phenotype (the width rule), and its quality is
+the engine's (``quality_of`` per task, the mean over several tasks, as ``Evaluator.combine``).
+
+**Seeds.** Replicate k of *every* variant trains under the seed the run's engine gives the
+baseline's replicate k (``Evaluator.seed_for(baseline id, task, k)``: with the default seed
+policy ``derive_seed("eval", id, task)`` and ``derive_seed(that, "repeat", k)``, as
+``evolution.scale.train.seed_of``). The seed sets the task's data streams and ``torch.manual_seed``,
+so replicate k of all variants sees the same batches in the same order, and the baseline's
+replicate 0 has the key of the run's own evaluation: it is copied from the store, not trained.
+
+**Statistics** (``evolution.ablate.stats``): the baseline's mean quality over its replicates
+with a 95 % Student-t interval (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n). For a change, ``mean`` is its mean quality and
+``delta`` the mean of the paired differences d_k = q_change,k − q_baseline,k over the
+replicates where both trained (``ok``), with the 95 % Student-t interval of that mean: a
+paired t-interval, since replicate k of both shares the seed and the data order. An interval
+needs two replicates; with one it is None. A failed training (nan, timeout, ...) is left out
+of both and counted in ``failed``.
+
+**The store.** An ablation is a run whose config says ``kind: "ablate"``; its ``ablation``
+entry (genome, source run, task, steps, budget, seed policy, timeout) identifies it, so the
+same command finds its run again: more seeds or other ``--only`` changes add points to it, and
+a killed ``evolve ablate`` resumes. Every point (variant × replicate × task) is committed as
+it arrives, as one generation: a birth whose ``change`` names the change and replicate, and
+its evaluation row under the natural key ``(genome id, task, steps, seed)``. Before training,
+each point is looked up: in the ablation's run it is done (whatever its status); a successful
+row of another run (the source run's own evaluation, a search that met the same genome) is
+copied with ``cached_from``, as the engine's cache does, when it trained in the ablation's
+precision (the run's ``precision`` resolved where this command runs: ``auto`` is bf16 with
+CUDA here, else fp32; every request carries it, and a bf16 ablation is another run). No
+schema change.
+
+**Training** goes through the same Ray ``EvaluationPool`` as ``evolve run`` (leases logged to
+the ablation's run), replicate by replicate, so an interrupted ablation holds whole replicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from evaluation import EvalRequest, EvalResult
+from evaluation.precision import LEGACY_PRECISION, pool_precision
+from evolution.ablate.changes import Change, derive_changes, normalise
+from evolution.config import RunConfig
+from evolution.evaluating import Evaluator
+from evolution.training_run import TrainingRecorder
+from evolution.types import Candidate
+from genome import Genome
+from store import IndividualRecord, Store
+
+DEFAULT_SEEDS = 3
+MAX_SEEDS = 100
+DEFAULT_TIMEOUT_S = 3600.0  # per training: a loaded machine runs a 30-second candidate for minutes
+CONFIDENCE = 0.95
+BASELINE = "baseline"
+
+
+class AblateError(ValueError):
+    """An ablation that cannot be made, with a one-line reason."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The baseline or one change, as trained: its genome, parameters and steps."""
+
+    name: str
+    what: str
+    genome: Genome
+    params: int
+    steps: int
+
+
+@dataclass
+class Point:
+    """One training of one variant, replicate and task and, once known, its outcome."""
+
+    variant: int
+    replicate: int
+    task: str
+    genome_id: str
+    steps: int
+    seed: int
+    status: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""  # "stored", "copied" (from another run), "trained"
+    evaluation_id: int | None = None
+
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.genome_id, self.task, self.steps, self.seed)
+
+    def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
+        self.status, self.metrics, self.origin = status, dict(metrics), origin
+
+
+@dataclass
+class Plan:
+    """The ablation of one individual: its variants × seeds × the run's tasks."""
+
+    individual: int
+    source_run: str
+    config: RunConfig
+    variants: list[Variant]
+    skipped: list[Change]
+    seeds: int
+    timeout_s: float
+    points: list[Point]
+    precision: str = LEGACY_PRECISION  # resolved: fp32 or bf16
+    run_id: str | None = None
+
+    @property
+    def baseline(self) -> Variant:
+        return self.variants[0]
+
+    def ablation_key(self) -> dict[str, Any]:
+        """What identifies the ablation's run in the store (module docstring)."""
+        c = self.config
+        key: dict[str, Any] = {
+            "genome_id": self.baseline.genome.id,
+            "source_run": self.source_run,
+            "task": c.task,
+            "steps": c.steps,
+            "budget": c.budget,
+            "seed_policy": c.seed_policy,
+            "timeout_s": self.timeout_s,
+        }
+        if self.precision != LEGACY_PRECISION:  # absent: fp32, as in a result's metrics
+            key["precision"] = self.precision
+        return key
+
+    def run_config(self) -> dict[str, Any]:
+        return {"kind": "ablate", "individual": self.individual, "ablation": self.ablation_key()}
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What ``Evaluator.fidelity_for`` reads of a candidate: its genome."""
+
+    genome: Genome
+
+
+def search_individual(store: Store, record: IndividualRecord) -> IndividualRecord:
+    """The individual of a search that ``record`` stands for: itself, or, when it was born in
+    an ablation or a scale ladder (a genome-id prefix finds the newest birth of a genome, and
+    an ablation's baseline is one), the newest birth of its genome in a search; ``AblateError``
+    when no search holds the genome (its run config, the task and budget, would be unknown)."""
+    kinds = {r.id: r.config.get("kind") for r in store.list_runs()}
+    if kinds.get(record.run_id) is None:
+        return record
+    searches = [
+        m for m in store.find_individuals_by_genome_prefix(record.genome_id) if kinds.get(m.run_id) is None
+    ]
+    if not searches:
+        raise AblateError(
+            f"individual {record.id} was born in an evolve {kinds[record.run_id]} run and no search holds "
+            "its genome: its task and budget are unknown"
+        )
+    return max(searches, key=lambda m: m.id)
+
+
+def make_plan(
+    store: Store,
+    record: IndividualRecord,
+    seeds: int = DEFAULT_SEEDS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    only: Sequence[str] = (),
+) -> Plan:
+    """The ablation of ``record`` (module docstring); ``AblateError`` when it cannot be made:
+    a run that is no DOGMA search, seeds out of range, an ``only`` name the genome has no
+    change of."""
+    from evolution.spaces.registry import SPACES
+    from phenotype import account
+
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise AblateError(f"--seeds {seeds}: from 1 to {MAX_SEEDS}")
+    record = search_individual(store, record)
+    run = store.get_run(record.run_id)
+    if run is None:  # pragma: no cover - an individual's run exists (foreign key)
+        raise AblateError(f"individual {record.id}: no run {record.run_id}")
+    config = RunConfig.from_dict(run.config)
+    if config.space != "dogma":
+        raise AblateError(
+            f"individual {record.id} is of the {config.space} space: only DOGMA genomes are ablated"
+        )
+    space = SPACES[config.space].from_config(config)
+    evaluator = Evaluator(config, space, store, run.id, on_event=lambda *_: None)
+    baseline = Genome.from_yaml(record.yaml)
+    changes = derive_changes(baseline)
+    if only:
+        wanted = [normalise(n) for n in only]
+        names = [c.name for c in changes]
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            raise AblateError(f"no change {unknown[0]!r} of this genome; its changes: {', '.join(names)}")
+        changes = [c for c in changes if c.name in wanted]
+
+    def variant(name: str, what: str, genome: Genome) -> Variant:
+        steps = evaluator.fidelity_for(cast(Candidate, _Probe(genome)), final=True)
+        return Variant(name, what, genome, account(genome).params, steps)
+
+    variants = [variant(BASELINE, "the individual as evolved", baseline)]
+    variants += [variant(c.name, c.what, c.genome) for c in changes if c.genome is not None]
+    points = [
+        Point(i, k, task, v.genome.id, v.steps, evaluator.seed_for(baseline.id, task, k))
+        for k in range(seeds)
+        for i, v in enumerate(variants)
+        for task in config.tasks
+    ]
+    skipped = [c for c in changes if c.genome is None]
+    precision = pool_precision(config.precision, None)  # where this process would train
+    return Plan(record.id, run.id, config, variants, skipped, seeds, timeout_s, points, precision)
+
+
+# -- the store -------------------------------------------------------------------------------
+class Recorder(TrainingRecorder):
+    """An ablation's run in the store (``evolution.training_run``): found or created, its
+    stored points read, new ones committed."""
+
+    def __init__(self, store: Store, plan: Plan) -> None:
+        super().__init__(store, plan.run_config(), "ablation", plan.config.task, plan.precision)
+        self.plan = plan
+        plan.run_id = self.run_id
+
+    def point_key(self, point: Point) -> tuple[str, str, int, int]:
+        return point.key()
+
+    def genome_of(self, point: Point) -> Genome:
+        return self.plan.variants[point.variant].genome
+
+    def change_of(self, p: Point) -> dict[str, Any]:
+        variant = self.plan.variants[p.variant]
+        return {"op": "ablate", "change": variant.name, "replicate": p.replicate, "params": variant.params}
+
+    def lookup(self) -> list[Point]:
+        """Settle the points the store already holds; return the points still to train."""
+        return self.lookup_points(self.plan.points)
+
+
+def train(
+    recorder: Recorder,
+    todo: Sequence[Point],
+    pool: Any,
+    on_point: Callable[[Point, int, int], None] | None = None,
+) -> None:
+    """Train ``todo`` on ``pool`` in plan order (replicate by replicate), committing each
+    result as it arrives."""
+    plan = recorder.plan
+    by_key = {p.key(): p for p in todo}
+    requests = [
+        EvalRequest(
+            genome_yaml=plan.variants[p.variant].genome.to_yaml(),
+            genome_id=p.genome_id,
+            task=p.task,
+            fidelity=p.steps,
+            seed=p.seed,
+            timeout_s=plan.timeout_s,
+            precision=plan.precision,
+        )
+        for p in todo
+    ]
+    done = 0
+
+    def on_result(result: EvalResult) -> None:
+        nonlocal done
+        p = by_key[(result.genome_id, result.task, int(result.fidelity), result.seed)]
+        recorder.record(p, result)
+        done += 1
+        if on_point is not None:
+            on_point(p, done, len(requests))
+
+    if requests:
+        pool.evaluate(requests, on_result=on_result)
+
+
+__all__ = [
+    "BASELINE",
+    "DEFAULT_SEEDS",
+    "DEFAULT_TIMEOUT_S",
+    "AblateError",
+    "Plan",
+    "Point",
+    "Recorder",
+    "Variant",
+    "make_plan",
+    "search_individual",
+    "train",
+]

@@ -1,0 +1,211 @@
+"""The `evolve ablate ID` command: parse, plan the variants, train what the store lacks, print
+each change's effect on quality (`evolution.ablate.study` has the plan, the store and the training,
+`evolution.ablate.changes` the changes, `evolution.ablate.stats` the statistics).
+
+Bad input exits 2 with one line on stderr before anything is trained or a run is created;
+progress goes to stderr, one line per trained point."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from evolution.cli import output
+from evolution.cli.training import add_training_options, check_training_options
+from evolution.errors import UsageError
+
+# The parser is built by every `evolve` command, so this module imports no torch: these repeat
+# `evolution.ablate.study` (a test keeps them equal).
+DEFAULT_SEEDS = 3
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+def add_ablate_command(sub: Any, common: argparse.ArgumentParser) -> None:
+    ablate = sub.add_parser(
+        "ablate",
+        parents=[common],
+        help="retrain an individual with each module removed or replaced; each change's effect",
+        description="Retrain an individual (id or genome-id prefix) with each coding gene, edge, "
+        "regulatory region and promoter copy removed, each dna path at its minimum, dna and "
+        "tetra replaced by size-matched alternatives, on its run's tasks and budget under "
+        "--seeds seeds; print each change's mean quality and its difference from the "
+        "individual with a 95%% interval (paired by seed). Recorded as a run in the store: "
+        "a second invocation trains only what is missing.",
+    )
+    ablate.add_argument("id", help="individual id or genome-id prefix")
+    ablate.add_argument(
+        "--seeds",
+        type=int,
+        default=DEFAULT_SEEDS,
+        metavar="K",
+        help=f"replicates of every variant (default {DEFAULT_SEEDS})",
+    )
+    ablate.add_argument(
+        "--only",
+        action="append",
+        metavar="CHANGE",
+        help="train only this change (repeatable; --list shows the names; a removal without its "
+        "leading '-', e.g. --only gene:c1.T:mla, or --only=-gene:c1.T:mla; -> for →)",
+    )
+    ablate.add_argument("--list", action="store_true", help="list the changes and train nothing")
+    add_training_options(ablate, DEFAULT_TIMEOUT_S)
+    ablate.set_defaults(func=cmd_ablate)
+
+
+def _check(args: argparse.Namespace) -> None:
+    from evolution.ablate.study import MAX_SEEDS
+
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise UsageError(f"--seeds {args.seeds}: from 1 to {MAX_SEEDS}")
+    check_training_options(args)
+
+
+def plan_of(args: argparse.Namespace) -> Any:
+    """The ablation plan of ID; every refusal is a one-line ``UsageError``, before anything
+    is written (the store is opened to read)."""
+    from evolution.ablate.study import AblateError, make_plan
+    from evolution.report.summary import resolve_individual
+    from store import Store
+
+    _check(args)
+    with Store(args.store, create=False) as store:
+        record = resolve_individual(store, args.id)
+        try:
+            return make_plan(store, record, args.seeds, args.timeout, args.only or ())
+        except AblateError as e:
+            raise UsageError(str(e)) from None
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from evolution.ablate.stats import summary
+    from evolution.ablate.study import Recorder, train
+    from store import Store
+
+    plan = plan_of(args)
+    if args.list:
+        return _list(args, plan)
+    err = output.err()
+    started = time.perf_counter()
+    with Store(args.store, create=False) as store:
+        recorder = Recorder(store, plan)
+        todo = recorder.lookup()
+        if not args.quiet:
+            have = sum(p.status is not None for p in plan.points)
+            err.print(
+                f"ablate individual {plan.individual}: {len(plan.variants) - 1} changes + baseline × "
+                f"{plan.seeds} seeds on {plan.config.task}, {plan.baseline.steps:,} steps; run "
+                f"{recorder.run_id}{' (resumed)' if recorder.resumed else ''}: {have} of "
+                f"{len(plan.points)} trainings stored, {len(todo)} to train"
+            )
+        failed = True
+        try:
+            if todo:
+                try:
+                    with _pool(args, store, recorder.run_id) as pool:
+                        train(recorder, todo, pool, None if args.quiet else _progress(err, plan, started))
+                except ConnectionError as e:  # e.g. --ray-address that nothing answers at
+                    raise UsageError(str(e)) from None
+            failed = False
+        finally:
+            recorder.finish(failed)
+        data = summary(plan)
+    data["trained"] = len(todo)
+    data["wall_seconds"] = round(time.perf_counter() - started, 1)
+    if args.json:
+        output.emit_json(data)
+    else:
+        _print(data)
+    return 0
+
+
+def _pool(args: argparse.Namespace, store: Any, run_id: str) -> Any:
+    """The Ray pool of `evolve run`, its leases logged to the ablation's run."""
+    from evaluation import EvaluationPool
+    from store import LeaseLog
+
+    return EvaluationPool(
+        workers=args.workers,
+        ray_address=args.ray_address,
+        timeout_s=args.timeout,
+        on_lease=LeaseLog(store, run_id),
+    )
+
+
+def _progress(err: Console, plan: Any, started: float) -> Any:
+    from evolution.evaluating import quality_of
+
+    def on_point(p: Any, done: int, total: int) -> None:
+        what = f"quality {quality_of(p.metrics):.4f}" if p.status == "ok" else f"{p.status}"
+        seconds = p.metrics.get("train_seconds")
+        took = f", {seconds:.1f} s" if isinstance(seconds, int | float) else ""
+        task = f" on {p.task}" if len(plan.config.tasks) > 1 else ""
+        err.print(
+            f"  [{done}/{total}] {plan.variants[p.variant].name}, seed {p.replicate}{task}: {what}{took}; "
+            f"{time.perf_counter() - started:.0f} s"
+        )
+
+    return on_point
+
+
+def _list(args: argparse.Namespace, plan: Any) -> int:
+    rows = [{"change": v.name, "what": v.what, "params": v.params} for v in plan.variants[1:]]
+    skipped = [{"change": c.name, "reason": c.reason} for c in plan.skipped]
+    if args.json:
+        output.emit_json({"changes": rows, "skipped": skipped})
+        return 0
+    out = output.out()
+    for r in rows:
+        out.print(f"{r['change']:<28} {r['params']:>10,}  {r['what']}")
+    for s in skipped:
+        out.print(f"{s['change']:<28} {'skipped':>10}  {s['reason']}")
+    return 0
+
+
+def _q(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _print(data: dict[str, Any]) -> None:
+    out = output.out()
+    if not out.is_terminal:  # a log or a pipe: the table's natural width, not 80 columns
+        out.width = 160
+    b = data["baseline"]
+    table = Table(
+        title=f"ablation of individual {data['individual']} ({data['genome_id'][:12]}) on {data['task']}, "
+        f"{data['seeds']} seeds (run {data['run_id']})"
+    )
+    for col in ("change", "params", "mean", "delta [95% CI]", "n", "what"):
+        table.add_column(col, justify="left" if col in ("change", "what") else "right")
+    ci = b["ci"]
+    table.add_row(
+        "baseline",
+        f"{b['params']:,}",
+        _q(b["mean"]),
+        "-" if ci is None else f"[{ci[0]:.4f}, {ci[1]:.4f}]",
+        str(b["n"]),
+        "the individual as evolved (interval: of the mean)",
+    )
+    for a in data["ablations"]:
+        ci = a["ci"]
+        delta = "-" if a["delta"] is None else f"{a['delta']:+.4f}"
+        if ci is not None:
+            delta += f" [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+        n = str(a["n"]) + (f" ({a['failed']} failed)" if a["failed"] else "")
+        table.add_row(a["change"], f"{a['params']:,}", _q(a["mean"]), delta, n, a["what"])
+    out.print(table)
+    out.print(
+        "delta = change − baseline, paired by seed (replicate k of every variant shares its seed and data "
+        "order); 95% Student-t intervals"
+    )
+    qualities = " ".join(_q(q) for q in b["qualities"])
+    out.print(
+        f"baseline per seed: {qualities}; seed 0 is the search's own evaluation of the individual (an "
+        "individual picked as a run's best was picked on that draw, so it tends to lie above the others)"
+    )
+    for s in data["skipped"]:
+        out.print(f"skipped {s['change']}: {s['reason']}")
+    out.print(f"{data['trained']} trainings in {data['wall_seconds']} s")

@@ -1,0 +1,280 @@
+"""The commands that read a store: `evolve runs|audit|lineage|diff|report|blame|export`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from evolution.cli.output import emit_json, err, open_store, out
+from evolution.errors import UsageError
+
+
+# -- evolve runs --------------------------------------------------------------------------
+def cmd_runs(args: argparse.Namespace) -> int:
+    from evolution.policy import top_operators
+
+    store = open_store(args.store)
+    runs = [r for r in store.list_runs() if r.id.startswith(args.prefix or "")]
+    if args.prefix and not runs:
+        raise UsageError(f"no run {args.prefix!r:.70}")
+    rows = [
+        {
+            "id": r.id,
+            "status": r.status,
+            "generations": r.generations,
+            "evaluated": r.evaluated,
+            "created": r.created.isoformat(timespec="seconds"),
+            "task": r.task,
+            "seed": r.seed,
+            "strategy": r.config.get("strategy", r.config.get("kind", "nsga2")),  # scale, ablate: their kind
+            "top_operators": top_operators(store.policy(r.id), 3),
+        }
+        for r in runs
+    ]
+    if args.json:
+        emit_json(rows)
+        return 0
+    table = Table(title="runs")
+    for col in (
+        "id",
+        "status",
+        "generations",
+        "evaluated",
+        "created",
+        "task",
+        "seed",
+        "strategy",
+        "top operators",
+    ):
+        table.add_column(col)
+    for r in rows:
+        top = ", ".join(f"{o['operator']} {o['rate']:.2f}" for o in r["top_operators"]) or "-"
+        table.add_row(
+            *(
+                str(r[c])
+                for c in ("id", "status", "generations", "evaluated", "created", "task", "seed", "strategy")
+            ),
+            top,
+        )
+    out().print(table)
+    return 0
+
+
+# -- evolve audit / lineage ---------------------------------------------------------------
+def cmd_audit(args: argparse.Namespace) -> int:
+    from evolution.report.summary import audit_record, resolve_individual
+
+    store = open_store(args.store)
+    record = resolve_individual(store, args.id)
+    data = audit_record(store, record)
+    if args.json:
+        emit_json(data)
+        return 0
+    console = out()
+    console.print(f"individual {data['id']} (run {data['run_id']}, generation {data['generation']})")
+    console.print(f"genome    {data['genome_id']}")
+    console.print(f"sequence  {data['sequence']}")
+    console.print(f"operator  {data['operator'] or 'seed'}  change {json.dumps(data['change'])}")
+    console.print(f"parents   {data['parents'] or '-'}")
+    metrics = data["metrics"]
+    if "quality" in metrics:
+        console.print(f"quality   {metrics['quality']:.4f} (normalised accuracy: chance 0, perfect 1)")
+    for task, value in (metrics.get("per_task") or {}).items():
+        raw = (metrics.get("per_task_accuracy") or {}).get(task)
+        console.print(f"  {task:<20} {value:.4f}" + (f"  (accuracy {raw:.4f})" if raw is not None else ""))
+    console.print(f"metrics   {json.dumps(metrics, sort_keys=True)}")
+    console.print(
+        f"params {data['params']:,}  active {data['active_params']:,}  state bytes/token "
+        f"{data['state_bytes_per_token']:,}  fixed {data['state_bytes_fixed']:,}"
+    )
+    console.print("regions:")
+    for r in data["regions"]:
+        console.print(f"  {r['id']:>6} {r['type']:<11} {r['summary']}")
+    if data.get("ladder"):
+        from evolution.scale.ladder_report import loss_text
+
+        console.print(f"ladder    rank {data['ladder']['rank'] or '-'}: {loss_text(data['ladder'])}")
+    if data.get("operator_credit"):
+        console.print("operator credit of the run (success rate, trials):")
+        for o in data["operator_credit"]:
+            console.print(f"  {o['operator']:<22} {o['rate']:.2f} ({o['trials']})")
+    console.print("ancestry (back to the seeds):")
+    for step in data["ancestry"]:
+        change = "seed" if step["operator"] is None else f"{step['operator']} {json.dumps(step['change'])}"
+        console.print(
+            f"  {'  ' * step['depth']}#{step['id']} gen {step['generation']} "
+            f"{step['genome_id'][:12]}  {change}"
+        )
+    return 0
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    from evolution.report.summary import audit_record, resolve_individual
+
+    store = open_store(args.store)
+    data = audit_record(store, resolve_individual(store, args.id))["ancestry"]
+    if args.json:
+        emit_json(data)
+        return 0
+    console = out()
+    for step in data:
+        what = "seed" if step["operator"] is None else step["operator"]
+        console.print(
+            f"{'  ' * step['depth']}#{step['id']} gen {step['generation']} "
+            f"{step['genome_id'][:12]} {what} <- {step['parents'] or '-'}"
+        )
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from evolution.report.summary import genome_diff, resolve_individual
+    from genome import Genome
+
+    store = open_store(args.store)
+    a, b = (resolve_individual(store, key) for key in (args.a, args.b))
+    changes = genome_diff(Genome.from_yaml(a.yaml), Genome.from_yaml(b.yaml))
+    if args.json:
+        emit_json({"a": a.id, "b": b.id, "changes": changes})
+        return 0
+    console = out()
+    console.print(f"#{a.id} {a.sequence}\n#{b.id} {b.sequence}")
+    for c in changes or [{"where": "-", "a": "identical", "b": "identical"}]:
+        console.print(f"  {c['where']}: {c['a']} -> {c['b']}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from evolution.report.summary import compute_cells, latest_run, report_lines, run_report
+
+    store = open_store(args.store)
+    run_id = store.resolve_run(args.run) if args.run else latest_run(store)
+    if args.html:  # the HTML report instead of the table
+        from evolution.report.html import write_report
+
+        info = {"run_id": run_id, "html": args.html, "bytes": write_report(store, run_id, args.html)}
+        if args.json:
+            emit_json(info)
+        else:
+            out().print(f"HTML report of run {run_id}: {args.html} ({info['bytes']:,} bytes)")
+        return 0
+    data = run_report(store, run_id)
+    if args.json:
+        emit_json(data)
+        return 0
+    stopped = f"; {data['stop_reason']}" if data.get("stop_reason") else ""
+    table = Table(title=f"run {run_id} ({data['status']}{stopped}, task {data['task']})")
+    tasks = sorted({t for g in data["generations"] for t in g["best_per_task"]})
+    columns = ("gen", "born", "evaluated", "failed", "best quality", "mean quality", "families")
+    for col in (*columns, "tokens", "FLOPs", *tasks):
+        table.add_column(col)
+    for g in data["generations"]:
+        table.add_row(
+            str(g["generation"]),
+            str(g["born"]),
+            str(g["evaluated"]),
+            str(g["failed"]),
+            f"{g['best_quality']:.3f}",
+            f"{g['mean_quality']:.3f}",
+            str(g["families"]),
+            *compute_cells(g["compute"]),
+            *(f"{g['best_per_task'].get(t, 0.0):.2f}" for t in tasks),
+        )
+    console = out()
+    console.print(table)
+    console.print("tokens, FLOPs: what the generation's real evaluations trained (cache hits are free)")
+    if tasks:
+        console.print("per-task columns: normalised accuracy of each generation's best individual")
+    console.print(f"failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
+    for line in report_lines(data):
+        console.print(line)
+    return 0
+
+
+def cmd_blame(args: argparse.Namespace) -> int:
+    from evolution.report.blame import blame_individual, labels
+    from evolution.report.summary import resolve_individual
+
+    store = open_store(args.store)
+    record = resolve_individual(store, args.id)
+    data = blame_individual(store, record)
+    if args.json:
+        emit_json(data)
+        return 0
+    what = labels(record)
+    table = Table(
+        title=f"blame of individual {record.id} (run {record.run_id}, generation {record.generation})"
+    )
+    for col in ("region", "base", "what", "individual", "gen", "operator", "change"):
+        table.add_column(col, overflow="fold")
+    for e in data["entries"]:
+        where = (e["region"], e["base"])
+        change = {k: v for k, v in (e["change"] or {}).items() if k != "op"}
+        region, base = (e["region"], "-") if e["base"] is None else ("", str(e["base"]))
+        table.add_row(
+            region,
+            base,
+            Text(what.get(where, "")),
+            f"#{e['individual']}",
+            str(e["generation"]),
+            e["operator"] or "seed",
+            Text(json.dumps(change) if change else "-"),
+        )
+    out().print(table)
+    return 0
+
+
+# -- evolve export ------------------------------------------------------------------------
+def cmd_export(args: argparse.Namespace) -> int:
+    from evolution.export import export_individual
+    from evolution.report.summary import best_individual, resolve_individual
+
+    store = open_store(args.store)
+    run_id = store.resolve_run(args.run) if args.run else None
+    record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
+    info = export_individual(store, record, args.output, progress=err())
+    if args.json:
+        emit_json(info)
+    else:
+        out().print(f"exported individual {record.id} to {args.output}: {', '.join(info['files'])}")
+    return 0
+
+
+def add_inspect_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The readers: runs, audit, lineage, diff, blame, report, export."""
+    runs = sub.add_parser("runs", parents=[common], help="list runs")
+    runs.add_argument("prefix", nargs="?", help="only the runs whose id starts with this")
+    runs.set_defaults(func=cmd_runs)
+
+    audit = sub.add_parser("audit", parents=[common], help="an individual and its ancestry")
+    audit.add_argument("id", help="individual id or genome-id prefix")
+    audit.set_defaults(func=cmd_audit)
+
+    lineage = sub.add_parser("lineage", parents=[common], help="ancestry tree of an individual")
+    lineage.add_argument("id", help="individual id or genome-id prefix")
+    lineage.set_defaults(func=cmd_lineage)
+
+    diff = sub.add_parser("diff", parents=[common], help="what differs between two individuals")
+    diff.add_argument("a", help="individual id or genome-id prefix")
+    diff.add_argument("b", help="individual id or genome-id prefix")
+    diff.set_defaults(func=cmd_diff)
+
+    blame = sub.add_parser("blame", parents=[common], help="who gave each region and base its form")
+    blame.add_argument("id", help="individual id or genome-id prefix")
+    blame.set_defaults(func=cmd_blame)
+
+    report = sub.add_parser("report", parents=[common], help="per-generation summary of a run")
+    report.add_argument("--run", help="run id or a prefix of one (default: the latest search)")
+    report.add_argument("--html", metavar="FILE", help="write the self-contained HTML report instead")
+    report.set_defaults(func=cmd_report)
+
+    export = sub.add_parser("export", parents=[common], help="export a trained phenotype")
+    export.add_argument("--run", help="run id or a prefix of one (default: the latest search)")
+    which = export.add_mutually_exclusive_group(required=True)
+    which.add_argument("--best", action="store_true", help="the run's best individual")
+    which.add_argument("--id", help="individual id or genome-id prefix")
+    export.add_argument("-o", "--output", required=True, help="output directory")
+    export.set_defaults(func=cmd_export)

@@ -1,0 +1,76 @@
+"""The `evolve` command: parse, call library functions, print. Every command takes
+`--store URL` and `--json`; bad input exits 2 with a one-line reason on stderr.
+
+`COMMANDS` is the command table: each entry adds its subcommands to the parser (one
+module per command group under `evolution.cli`). Building the parser imports no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from evolution.cli.ablate import add_ablate_command
+from evolution.cli.genome import add_genome_command
+from evolution.cli.inspect import add_inspect_commands
+from evolution.cli.output import DEFAULT_STORE, EXIT_USAGE
+from evolution.cli.replay import add_replay_command
+from evolution.cli.run import add_run_command
+from evolution.cli.scale import add_scale_command
+from evolution.errors import UsageError
+from genome import GenomeError
+
+AddCommand = Callable[[Any, argparse.ArgumentParser], None]
+#: the command table, in the order `evolve --help` lists the commands
+COMMANDS: tuple[AddCommand, ...] = (
+    add_run_command,
+    add_inspect_commands,
+    add_genome_command,
+    add_replay_command,
+    add_scale_command,
+    add_ablate_command,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command, from `COMMANDS` (each with `--store` and `--json`)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store",
+        default=os.environ.get("EVOLVE_STORE", DEFAULT_STORE),
+        help="SQLAlchemy URL of the store (default: sqlite:///evolve.db)",
+    )
+    common.add_argument("--json", action="store_true", help="one JSON document on stdout")
+
+    parser = argparse.ArgumentParser(
+        prog="evolve", description="Evolutionary architecture search over DOGMA genomes."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub, common)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return handler(args)
+    except Exception as e:
+        store = sys.modules.get("store")  # a StoreError can only come from a loaded store
+        known = (UsageError, GenomeError) + ((store.StoreError,) if store else ())
+        if not isinstance(e, known):
+            raise
+        sys.stderr.write(f"evolve: error: {' '.join(str(e).split())}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("evolve: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""The `evolve scale TARGET` command: parse, plan the ladders, train what the store lacks, fit
+and print (`evolution.scale.train` has the logic, `evolution.scale.ladder` the ladders).
+
+Bad input, and a ladder that cannot determine a fit, exit 2 with one line on stderr before a
+store or a run is created; progress goes to stderr, one line per trained point."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from evolution.cli import output
+from evolution.cli.training import add_training_options, check_training_options
+from evolution.errors import UsageError
+
+SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+# The parser is built by every `evolve` command, so this module imports no torch: these repeat
+# `evolution.scale.train` and `evolution.scale.ladder` (a test keeps them equal).
+AXES = ("both", "width", "depth", "copies", "regulatory")
+DEFAULT_TOKENS_PER_PARAM = 20.0
+DEFAULT_SEEDS = 2
+DEFAULT_TIMEOUT_S = 86_400.0
+
+
+def count(text: str) -> float:
+    """A count: ``250000``, ``2.5e5``, ``250k``, ``1.3B`` (its sign and size are checked later,
+    with the other options, as one line)."""
+    t = text.strip().lower().replace("_", "")
+    scale = SUFFIXES.get(t[-1:], 1.0)
+    try:
+        value = float(t[:-1] if t[-1:] in SUFFIXES else t) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number (e.g. 250000, 2.5e5, 250k, 1.3B)"
+        ) from None
+    return value
+
+
+def counts(text: str) -> list[float]:
+    return [count(part) for part in text.split(",") if part.strip()]
+
+
+def add_scale_command(sub: Any, common: argparse.ArgumentParser) -> None:
+    scale = sub.add_parser(
+        "scale",
+        parents=[common],
+        help="train a size ladder of one design and fit L(N) = E + A·N^-α",
+        description="Train a ladder of sizes of one design (TARGET: an individual id or genome-id "
+        "prefix, a genome file, or preset:NAME) on a language-modelling task, record it as a run "
+        "in the store, and fit how the loss falls with parameters.",
+    )
+    scale.add_argument("target", help="individual id or genome-id prefix, genome FILE, or preset:NAME")
+    scale.add_argument(
+        "--axis",
+        choices=AXES,
+        default="both",
+        help="what grows: width and depth together (default), one of them",
+    )
+    scale.add_argument(
+        "--sizes",
+        type=counts,
+        metavar="N[,N...]",
+        help="parameter targets, comma-separated (e.g. 1e4,3e4,1e5,5e5 or 10M,100M,1B,10B)",
+    )
+    scale.add_argument(
+        "--task",
+        default="bytelm",
+        metavar="NAME",
+        help="task (default bytelm; bytelm:PATH for your own text)",
+    )
+    budget = scale.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--tokens-per-param",
+        type=counts,
+        metavar="R[,R...]",
+        help=f"training tokens per parameter (default {DEFAULT_TOKENS_PER_PARAM:g}); several: L(N, D) too",
+    )
+    budget.add_argument(
+        "--tokens",
+        type=counts,
+        metavar="D[,D...]",
+        help="a fixed token count for every size (several: L(N, D))",
+    )
+    scale.add_argument(
+        "--seeds",
+        type=int,
+        default=DEFAULT_SEEDS,
+        metavar="K",
+        help=f"seeds per size (default {DEFAULT_SEEDS})",
+    )
+    scale.add_argument("--against", metavar="OTHER", help="a second design: fit both and compare them")
+    scale.add_argument(
+        "--boot", type=int, default=1000, metavar="B", help="bootstrap replicates of the fit (default 1000)"
+    )
+    add_training_options(scale, DEFAULT_TIMEOUT_S)
+    scale.set_defaults(func=cmd_scale)
+
+
+# -- the command ------------------------------------------------------------------------------
+def _design(target: str, store_url: str, pinned: dict[str, Any]) -> Any:
+    """The ``Design`` of a target: preset, genome file, or an individual of the store."""
+    from evolution.scale.ladder import Design
+    from genome import Genome, GenomeError, load_genome
+
+    if target.startswith("preset:") or os.path.exists(target) or target.endswith((".yaml", ".yml")):
+        try:
+            genome = load_genome(target)
+        except GenomeError as e:
+            raise UsageError(f"{target}: {e}") from None
+        return Design.of(genome, pinned, target, preset=target.startswith("preset:"))
+    from evolution.report.summary import resolve_individual
+    from store import Store
+
+    with Store(store_url, create=False) as store:  # an individual: its store must exist
+        record = resolve_individual(store, target)
+    return Design.of(Genome.from_yaml(record.yaml), pinned, f"individual {record.id}")
+
+
+def _check(args: argparse.Namespace) -> None:
+    from evaluation.scaling import min_boot
+
+    check_training_options(args)
+    if not min_boot(0.95) <= args.boot <= 100_000:
+        raise UsageError(f"--boot {args.boot}: from {min_boot(0.95)} to 100000")
+    for name in ("tokens_per_param", "tokens", "sizes"):
+        values = getattr(args, name)
+        flag = "--" + name.replace("_", "-")
+        if values is not None and not values:
+            raise UsageError(f"{flag} needs at least one number")
+        bad = next((v for v in values or () if not (math.isfinite(v) and v >= 1e-3)), None)
+        if bad is not None:
+            raise UsageError(f"{flag}: {bad:g} is not a positive number")
+
+
+def plans(args: argparse.Namespace) -> list[Any]:
+    """The ladder of TARGET and, with ``--against``, OTHER's at the same sizes; every
+    refusal is a one-line ``UsageError``."""
+    from evaluation.scaling import LadderError
+    from evaluation.tasks import get_task
+    from evolution.scale.train import Budget, make_plan
+
+    _check(args)
+    try:
+        task = get_task(args.task)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    pinned = {"vocab": task.vocab_size, "max_len": task.seq_len}
+    try:
+        if args.tokens is not None:
+            budgets = [Budget(tokens=round(t)) for t in args.tokens]
+        else:
+            budgets = [Budget(per_param=r) for r in args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]]
+        design = _design(args.target, args.store, pinned)
+        out = [make_plan(design, args.axis, args.task, args.sizes, budgets, args.seeds, args.timeout)]
+        if args.against:  # OTHER at TARGET's sizes, as near as its axis allows
+            other = _design(args.against, args.store, pinned)
+            given = args.sizes is not None
+            sizes = args.sizes or [r.params for r in out[0].rungs]
+            try:
+                out.append(
+                    make_plan(other, args.axis, args.task, sizes, budgets, args.seeds, args.timeout, given)
+                )
+            except LadderError:
+                if given:
+                    raise
+                # its own default ladder; the overlap with TARGET's is checked below
+                out.append(make_plan(other, args.axis, args.task, None, budgets, args.seeds, args.timeout))
+    except LadderError as e:
+        raise UsageError(str(e)) from None
+    if len(out) > 1:
+        if out[0].ladder_key() == out[1].ladder_key():
+            raise UsageError(f"--against {args.against} is the same ladder as {args.target}")
+        (a_lo, a_hi), (b_lo, b_hi) = ((p.rungs[0].params, p.rungs[-1].params) for p in out)
+        if max(a_lo, b_lo) >= min(a_hi, b_hi):
+            raise UsageError(
+                f"the ladders share no sizes ({a_lo:,}-{a_hi:,} and {b_lo:,}-{b_hi:,} parameters): "
+                "a comparison would extrapolate; give --sizes"
+            )
+    return out
+
+
+def cmd_scale(args: argparse.Namespace) -> int:
+    from evaluation.scaling import LadderError
+    from evolution.progress import ladder_point_printer
+    from evolution.scale.train import Recorder, comparison_dict, plan_summary, train_recorded
+    from store import Store
+
+    ladders = plans(args)  # every check, before the store is opened for writing
+    err = output.err()
+    quiet = args.quiet
+    started = time.perf_counter()
+    store = Store(args.store, create=True)
+    try:
+        recorders = [Recorder(store, plan) for plan in ladders]
+        todo = [(rec, p) for rec in recorders for p in rec.lookup()]
+        if not quiet:
+            for rec in recorders:
+                _announce(err, rec)
+        try:
+            train_recorded(
+                recorders,
+                todo,
+                lambda: _pool(args, store, todo),
+                None if quiet else ladder_point_printer(err, started),
+            )
+        except ConnectionError as e:  # e.g. --ray-address that nothing answers at
+            raise UsageError(str(e)) from None
+        try:
+            results = [plan_summary(rec.plan, args.boot) for rec in recorders]
+            data, fit = results[0]
+            if len(results) > 1:
+                data["other"] = results[1][0]
+                data["comparison"] = comparison_dict(fit, results[1][1], ladders[0], results[1][0])
+        except LadderError as e:
+            raise UsageError(str(e)) from None
+    finally:
+        store.close()
+    data["trained"] = len(todo)
+    data["wall_seconds"] = round(time.perf_counter() - started, 1)
+    if args.json:
+        output.emit_json(data)
+    else:
+        _print(data)
+    return 0
+
+
+def _pool(args: argparse.Namespace, store: Any, todo: list[Any]) -> Any:
+    """The Ray pool of `evolve run`, its leases logged to each point's run (tests replace it)."""
+    from evolution.scale.train import ladder_pool
+
+    return ladder_pool(store, todo, args.workers, args.ray_address, args.timeout)
+
+
+def _announce(err: Console, rec: Any) -> None:
+    plan = rec.plan
+    sizes = [r.params for r in plan.rungs]
+    have = sum(p.status is not None for p in plan.points)
+    budgets = ", ".join(b.label() for b in plan.budgets)
+    err.print(
+        f"scale {plan.source} along {plan.axis}: {len(sizes)} sizes {sizes[0]:,} … {sizes[-1]:,} params "
+        f"× {plan.seeds} seeds, {budgets}, on {plan.task}; run {rec.run_id}"
+        f"{' (resumed)' if rec.resumed else ''}: {have} of {len(plan.points)} points stored"
+    )
+    for warning in plan.warnings:
+        err.print(f"WARNING: {warning}")
+
+
+def _num(v: float) -> str:
+    return "0" if abs(v) < 1e-9 else f"{v:.4g}"  # a floor fitted at its bound prints as 0
+
+
+def _ci(v: float, ci: list[float]) -> str:
+    return f"{_num(v)} [{_num(ci[0])}, {_num(ci[1])}]"
+
+
+def _print_ladder(out: Console, data: dict[str, Any]) -> None:
+    table = Table(title=f"{data['target']} along {data['axis']} on {data['task']} (run {data['run_id']})")
+    for col in ("params", "width", "depth", "lr", "seed", "steps", "tokens", "loss", "residual", "from"):
+        table.add_column(col, justify="right" if col != "from" else "left")
+    for p in data["points"]:
+        table.add_row(
+            f"{p['params']:,}",
+            str(p["width"]),
+            str(p["depth"]),
+            f"{p['lr']:.3g}",
+            str(p["replicate"]),
+            f"{p['steps']:,}",
+            f"{p['tokens']:,}",
+            "-" if p["loss"] is None else f"{p['loss']:.4f}",
+            "-" if p["residual"] is None else f"{p['residual']:+.4f}",
+            p["origin"] if p["status"] == "ok" else f"{p['origin']} ({p['status']})",
+        )
+    out.print(table)
+    f = data["fit"]
+    for warning in data["warnings"]:
+        out.print(f"WARNING: {warning}")
+    out.print(
+        f"L(N) = E + A·N^-α: E {_ci(f['E'], f['E_ci'])}, A {_ci(f['A'], f['A_ci'])}, "
+        f"α {_ci(f['alpha'], f['alpha_ci'])} ({f['confidence']:.0%} intervals, {f['n_boot']} bootstrap "
+        f"replicates); residual RMS {f['residual']:.4f} over {f['n_points']} points"
+    )
+    surface = data.get("surface")
+    if surface and "refused" in surface:
+        out.print(f"L(N, D): not determined: {surface['refused']}")
+    elif surface:
+        out.print(
+            f"L(N, D) = E + A·N^-α + B·D^-β: E {surface['E']:.4g}, "
+            f"α {_ci(surface['alpha'], surface['alpha_ci'])}, β {_ci(surface['beta'], surface['beta_ci'])}, "
+            f"residual RMS {surface['residual']:.4f}"
+        )
+
+
+def _print(data: dict[str, Any]) -> None:
+    out = output.out()
+    if not out.is_terminal:  # a log or a pipe: the table's natural width, not 80 columns
+        out.width = 160
+    _print_ladder(out, data)
+    if "comparison" in data:
+        out.print()
+        _print_ladder(out, data["other"])
+        c = data["comparison"]
+        lo, hi = c["params_range"]
+        basis = c["basis"]
+        rule = (
+            f"D = {basis['tokens_per_param']:g}·N"
+            if "tokens_per_param" in basis
+            else f"D = {basis['tokens']:,}"
+        )
+        out.print()
+        out.print(
+            f"{data['other']['target']} against {data['target']} at matched compute ({rule}, "
+            f"N {lo:,.0f} … {hi:,.0f}, C {c['compute_range'][0]:.3g} … {c['compute_range'][1]:.3g} FLOPs):"
+        )
+        out.print(
+            f"  loss gap (other − this) {c['loss_gap']:+.4f} mean over log N, {c['loss_gap_mid']:+.4f} "
+            f"[{c['loss_gap_mid_ci'][0]:+.4f}, {c['loss_gap_mid_ci'][1]:+.4f}] at the middle size"
+        )
+        beta = "undefined" if c["beta"] is None else f"{c['beta']:.3g}"
+        out.print(f"  sample-efficiency factor β {beta} (the other needs β× the data for this one's loss)")
+        cross = c["crossover_params"]
+        out.print(
+            "  crossover: "
+            + ("none in [1, 1e24]" if cross is None else f"{cross:,.3g} params")
+            + f" (interval {c['crossover_ci'][0]:.3g} … {c['crossover_ci'][1]:.3g})"
+        )
+        for note in c["notes"]:
+            out.print(f"  note: {note}")
+    out.print(f"{data['trained']} points trained in {data['wall_seconds']} s")

@@ -1,0 +1,3 @@
+"""What the store says about runs and individuals, for people: `summary.py` (plain-data
+views: run results, audits, look-ups), `blame.py` (who gave each region its form) and
+the HTML run report (`html.py`, from `html_data.py`, `html_figures.py`, `html_lineage.py`)."""

@@ -1,0 +1,341 @@
+"""Size ladders of one design for `evolve scale`: a genome at other widths and depths.
+
+A ladder keeps a genome's architecture and changes its size along one axis
+(``Design.genome(Shape(width, depth, gate))`` builds one):
+
+* ``width``: ``d_model`` on the grid ``width_grid()`` (16, 32, ... 256, then steps of about
+  4 %, multiples of 16), depth fixed at the base's;
+* ``depth`` (``copies`` is the same axis): the deepest coding region stacked ``d`` times (its
+  promoter's ``copies``), every other coding region in proportion; a region without a promoter
+  gets one once it needs more than one copy;
+* ``both`` (the default): width on the grid and depth ``d0 · w / w0`` rounded down and up (both
+  shapes are candidates, so the ladder is not held to depth's coarse steps), the base shape's
+  aspect ratio ``(w0, d0)``;
+* ``regulatory``: the width (``hidden`` / ``width``) of every base in a regulatory region;
+  refused for a genome without one.
+
+Widths change the way ``evolution.spaces.dogma.seeds.scale_down`` changes the presets: attention keeps its
+heads while ``d_model / 16`` allows (key-value heads the largest divisor of them) and its
+per-head width keeps its share of ``d_model``; ``hidden`` and ``width`` params keep their
+ratio to ``d_model`` (multiples of 8, at least 8); a RoPE base keeps its ratio to the context.
+A param that follows its kind's derivation rule at the genome's own width (an mlp's
+``hidden = 4·d_model``, ``head_dim = d_model / heads``, Mamba's ``dt_rank``) follows the rule at
+the new width. At its own width and depth the genome is unchanged but for the task's
+vocabulary and context (``pinned``). The base shape is the genome's own; for a preset it is
+``(32, 1)``, the smallest shape ``evolution.spaces.dogma.seeds`` gives the presets (depth ∝ width: its
+``(64, 2)`` lies on the same line).
+
+Rungs: for each parameter target the shape along the axis whose parameter count
+(``phenotype.account``) is nearest in log; refused (``LadderError``, one line) when a target
+has no shape within a factor of 2, two targets give one shape, fewer than ``MIN_SIZES`` sizes
+remain or they span less than ``MIN_DECADES``. The default targets run from
+``max(10_000, the axis' smallest model)`` up 1.7 decades (×50) in 5 log-even steps; one the
+axis misses, or that shares a shape with another, is dropped while 4 sizes over 1.5 decades
+remain (``strict=False`` treats given targets so too).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from evaluation.scaling import LadderError
+from genome import KINDS, Genome, GenomeError
+from genome.schema import MAX_WIDTH
+
+Doc = dict[str, Any]
+AXES = ("both", "width", "depth", "copies", "regulatory")
+MIN_SIZES = 4
+MIN_DECADES = 1.5
+DEFAULT_LOW, DEFAULT_RATIO, DEFAULT_RUNGS = 10_000, 50.0, 5
+PRESET_BASE = (32, 1)
+MAX_COPIES = 512  # genome.schema.PROMOTER's bound
+TOLERANCE = 2.0  # a target's nearest shape must lie within this factor
+_SCALED = ("hidden", "width")
+
+
+def width_grid(low: int = 16, high: int = MAX_WIDTH) -> Iterator[int]:
+    """Widths 16, 32, ... 256, then steps of about 4 % (multiples of 16) up to ``high``."""
+    w = low
+    while w <= high:
+        yield w
+        w = max(w + 16, int(w * 1.04) // 16 * 16)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One size of a design: ``d_model``, depth and, on the regulatory axis, gate width."""
+
+    width: int
+    depth: int
+    gate: int | None = None
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One model of a ladder: its shape, parameter count and genome."""
+
+    shape: Shape
+    params: int
+    genome: Genome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "width": self.shape.width,
+            "depth": self.shape.depth,
+            "gate": self.shape.gate,
+            "params": self.params,
+            "genome_id": self.genome.id,
+        }
+
+
+def _largest_divisor_at_most(n: int, limit: int) -> int:
+    return max(k for k in range(1, max(1, min(n, limit)) + 1) if n % k == 0)
+
+
+def _derived(kind: str, params: dict[str, Any], structural: dict[str, Any]) -> set[str]:
+    """The params of a canonical gene that equal what its kind's rule derives (default 0)."""
+    spec = KINDS[kind]
+    out = set()
+    for name, p in spec.params.items():
+        if p.type != "int" or p.default != 0 or not params.get(name):
+            continue
+        try:
+            if spec.derive({**params, name: 0}, structural)[name] == params[name]:
+                out.add(name)
+        except (ValueError, KeyError, ZeroDivisionError):
+            continue
+    return out
+
+
+@dataclass(frozen=True)
+class Design:
+    """The genome a ladder resizes (module docstring): its canonical document, own width and
+    depth, the base shape of the ladder, and the task's ``pinned`` vocabulary and context."""
+
+    doc: Doc
+    width: int
+    depth: int
+    base: Shape
+    pinned: dict[str, Any]
+    source: str
+    genome_id: str
+
+    @classmethod
+    def of(cls, genome: Genome, pinned: dict[str, Any], source: str, preset: bool = False) -> Design:
+        """The design of ``genome`` (``source`` names it in messages); a ``preset``'s base is
+        ``PRESET_BASE``, at the smallest width from 32 up where the preset is valid at depth 1."""
+        doc = genome.to_dict()
+        width = int(genome.structural["d_model"])
+        depth = max(
+            [int(genome.promoter_of(r.id)["copies"]) for r in genome.regions if r.type == "coding"] or [1]
+        )
+        design = cls(doc, width, depth, Shape(width, depth), dict(pinned), source, genome.id)
+        if not preset:
+            return design
+        w0, d0 = PRESET_BASE
+        w = next((w for w in width_grid(w0) if design.genome(Shape(w, d0)) is not None), w0)
+        return replace(design, base=Shape(w, d0))
+
+    @cached_property
+    def derived(self) -> list[list[set[str]]]:
+        """Per region, per base: the params that follow their derivation rule."""
+        structural = self.doc["regions"][0]["settings"]
+        return [
+            [_derived(b["kind"], b["params"], structural) for b in r.get("bases", [])]
+            for r in self.doc["regions"]
+        ]
+
+    @property
+    def regulatory_widths(self) -> list[tuple[int, int, str]]:
+        """(region index, base index, param) of every width a regulatory base has."""
+        return [
+            (i, j, name)
+            for i, r in enumerate(self.doc["regions"])
+            if r["type"] == "regulatory"
+            for j, b in enumerate(r.get("bases", []))
+            for name in _SCALED
+            if name in b["params"]
+        ]
+
+    def document(self, shape: Shape) -> Doc:
+        """The design's document at ``shape`` (module docstring)."""
+        doc = copy.deepcopy(self.doc)
+        regions = doc["regions"]
+        structural = regions[0]["settings"]
+        w, w0 = shape.width, self.width
+        if "rope_theta" in structural and self.pinned.get("max_len") and structural.get("max_len"):
+            theta = structural["rope_theta"] * self.pinned["max_len"] / structural["max_len"]
+            if self.pinned["max_len"] != structural["max_len"]:
+                structural["rope_theta"] = float(max(100.0, round(theta)))
+        structural.update(d_model=w, **self.pinned)
+        for r, derived in zip(regions, self.derived, strict=True):
+            for b, rule in zip(r.get("bases", []), derived, strict=True):
+                p = b["params"]
+                if w == w0:
+                    continue
+                if b["kind"] == "attention":
+                    heads = max(1, min(p["heads"], w // 16))
+                    kv = _largest_divisor_at_most(heads, p.get("kv_heads") or heads)
+                    head_dim = max(1, p["head_dim"] * w * p["heads"] // (w0 * heads))
+                    if structural.get("positions") == "rope" and head_dim % 2 and head_dim > 1:
+                        head_dim -= 1
+                    p.update(heads=heads, kv_heads=kv, head_dim=head_dim)
+                    continue
+                for name in p:
+                    if name in rule:
+                        p[name] = 0  # re-derived at the new width
+                    elif name in _SCALED:
+                        p[name] = max(8, int(p[name] * w / w0) // 8 * 8)
+        if shape.gate is not None:
+            for i, j, name in self.regulatory_widths:
+                regions[i]["bases"][j]["params"][name] = shape.gate
+        if shape.depth != self.depth:
+            doc["regions"] = self._stacked(regions, shape.depth)
+        return doc
+
+    def _stacked(self, regions: list[Doc], depth: int) -> list[Doc]:
+        out: list[Doc] = []
+        ids = {r["id"] for r in regions}
+        for r in regions:
+            if r["type"] != "coding":
+                out.append(r)
+                continue
+            prev = out[-1] if out else None
+            own = prev["settings"].get("copies", 1) if prev and prev["type"] == "promoter" else 1
+            copies = max(1, round(own * depth / self.depth))
+            if prev is not None and prev["type"] == "promoter":
+                prev["settings"]["copies"] = copies
+            elif copies > 1:
+                pid = next(
+                    f"p{r['id']}{n or ''}" for n in range(len(ids) + 1) if f"p{r['id']}{n or ''}" not in ids
+                )
+                ids.add(pid)
+                out.append({"id": pid, "type": "promoter", "settings": {"copies": copies}})
+            out.append(r)
+        return out
+
+    def genome(self, shape: Shape) -> Genome | None:
+        """The genome at ``shape``; None where that shape is not a valid genome."""
+        try:
+            return Genome.from_dict(self.document(shape))
+        except GenomeError:
+            return None
+
+    def shapes(self, axis: str) -> Iterator[Shape]:
+        """Every shape along ``axis``, smallest first (module docstring)."""
+        b = self.base
+        if axis == "width":
+            yield from (Shape(w, b.depth) for w in width_grid())
+        elif axis in ("depth", "copies"):
+            yield from (Shape(b.width, d) for d in range(1, MAX_COPIES + 1))
+        elif axis == "both":
+            for w in width_grid():
+                x = b.depth * w / b.width
+                yield from (Shape(w, d) for d in sorted({max(1, math.floor(x)), max(1, math.ceil(x))}))
+        elif axis == "regulatory":
+            if not self.regulatory_widths:
+                raise LadderError(
+                    f"{self.source} has no regulatory region with a width to scale: use another axis"
+                )
+            yield from (Shape(self.width, self.depth, g) for g in width_grid(high=4096))
+        else:
+            raise LadderError(f"axis {axis!r} is not one of {', '.join(AXES)}")
+
+
+def default_targets(smallest: int) -> list[float]:
+    """``DEFAULT_RUNGS`` log-even targets from ``max(DEFAULT_LOW, smallest)`` up ×50."""
+    low = max(DEFAULT_LOW, smallest)
+    return [low * DEFAULT_RATIO ** (k / (DEFAULT_RUNGS - 1)) for k in range(DEFAULT_RUNGS)]
+
+
+def check_sizes(sizes: Sequence[float]) -> None:
+    """Refuse (one line) fewer than ``MIN_SIZES`` parameter targets or a span under ``MIN_DECADES``."""
+    if len(set(sizes)) < MIN_SIZES:
+        raise LadderError(f"{len(set(sizes))} sizes: a power law with a floor needs at least {MIN_SIZES}")
+    if any(not (math.isfinite(s) and s >= 1) for s in sizes):
+        raise LadderError("every size must be a parameter count of at least 1")
+    span = math.log10(max(sizes) / min(sizes))
+    if span < MIN_DECADES - 1e-9:
+        raise LadderError(f"the sizes span {span:.2f} decades: a fit needs at least {MIN_DECADES:g}")
+
+
+def ladder(
+    design: Design,
+    axis: str,
+    sizes: Sequence[float] | None,
+    params_of: Callable[[Genome], int] | None = None,
+    strict: bool = True,
+) -> list[Rung]:
+    """The rungs of ``design`` along ``axis`` nearest ``sizes`` (parameter targets; default
+    ``default_targets``); module docstring for the refusals. Targets not given (or given with
+    ``strict`` False) that the axis misses, or that share a shape, are dropped instead, as long
+    as 4 sizes over 1.5 decades remain."""
+    if params_of is None:
+        from phenotype import account
+
+        def params_of(g: Genome) -> int:
+            return account(g).params
+
+    if sizes is not None:
+        check_sizes(sizes)
+    strict = strict and sizes is not None
+    top = max(sizes) if sizes else None
+    found: list[Rung] = []
+    for shape in design.shapes(axis):
+        g = design.genome(shape)
+        if g is None:
+            continue
+        p = params_of(g)
+        found.append(Rung(shape, p, g))
+        if top is None:
+            top = default_targets(p)[-1]
+        if p >= TOLERANCE * top:
+            break
+    if not found:
+        raise LadderError(f"no valid genome along the {axis} axis from {design.source}")
+    cands: list[Rung] = []
+    for r in sorted(found, key=lambda r: r.params):  # `both` interleaves two depths per width
+        if not cands or r.params > cands[-1].params:
+            cands.append(r)
+    targets = list(sizes) if sizes else default_targets(cands[0].params)
+    chosen: list[Rung] = []
+    for t in sorted(targets):
+        best = min(cands, key=lambda c: abs(math.log(c.params / t)))
+        if abs(math.log(best.params / t)) > math.log(TOLERANCE) and not strict:
+            continue  # a default target the coarse axis misses: checked below
+        if abs(math.log(best.params / t)) > math.log(TOLERANCE):
+            far = "largest" if best is cands[-1] else "smallest" if best is cands[0] else "nearest"
+            raise LadderError(
+                f"{design.source}: no model along the {axis} axis near {t:,.0f} parameters ({far}: "
+                f"{best.params:,} at width {best.shape.width}, depth {best.shape.depth}): "
+                "use other --sizes or another axis"
+            )
+        if chosen and best is chosen[-1] and not strict:
+            continue  # a default target: the coarse axis gives fewer sizes, checked below
+        if chosen and best is chosen[-1]:
+            raise LadderError(
+                f"{design.source}: two sizes near {t:,.0f} parameters give the same model ({best.params:,}): "
+                f"the {axis} axis is too coarse there; spread the --sizes"
+            )
+        chosen.append(best)
+    try:
+        check_sizes([c.params for c in chosen])
+    except LadderError:
+        if strict:
+            lo, hi = chosen[0].params, chosen[-1].params
+            raise LadderError(
+                f"{design.source}: the models along the {axis} axis nearest the sizes span "
+                f"{math.log10(hi / lo):.2f} decades ({lo:,} to {hi:,} parameters): a fit needs "
+                f"{MIN_DECADES:g}; widen the --sizes"
+            ) from None
+        lo, hi = cands[0].params, cands[-1].params
+        raise LadderError(
+            f"the {axis} axis of {design.source} gives {len(chosen)} sizes from {lo:,} to {hi:,} parameters "
+            f"({math.log10(hi / lo):.2f} decades): a fit needs {MIN_SIZES} sizes over {MIN_DECADES:g} decades"
+        ) from None
+    return chosen

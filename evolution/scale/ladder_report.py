@@ -1,0 +1,83 @@
+"""What `evolve run --ladder` left in the store, as data and as text for `run`, `report` and
+`audit`: the elite ranked by extrapolated loss and the ladder's rank transfer
+(`evolution.scale.search_ladder` trains and stores them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaluation.transfer import WEAK_TRANSFER, is_weak
+from evolution.transfer_audit import correlation_text, interval, is_step_fidelity, transfer_dict
+from store import Store
+
+
+def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
+    """``ladder``: the ranked rows of the run's latest ladder (best first; [] without one),
+    ``ladder_transfer``: its rank correlations, ``ladder_warning``: a line when the search's
+    order did not hold up the ladder (Spearman ρ < 0.3)."""
+    from evolution.scale.search_ladder import ladder_row_dict
+
+    rows = store.ladder(run_id)
+    if not rows:
+        return {"ladder": [], "ladder_transfer": [], "ladder_warning": None}
+    last = max(r.generation for r in rows)
+    transfer = [
+        transfer_dict(t)
+        for t in store.transfer(run_id)
+        if t.generation == last and not is_step_fidelity(t.lower_fidelity)
+    ]
+    search = next((t for t in transfer if t["lower_fidelity"] == "search"), None)
+    warning = None
+    if search is not None and is_weak(search["spearman"]):
+        warning = (
+            f"WARNING: the search's ranking did not hold up the ladder: Spearman ρ {search['spearman']:.2f} "
+            f"{interval(search['spearman_low'], search['spearman_high'])} < {WEAK_TRANSFER} between the "
+            f"elite's search quality and its extrapolated loss ({search['higher_fidelity']}): pick by the "
+            "ladder's rank, not the search's"
+        )
+    return {
+        "ladder": [{"generation": r.generation, **ladder_row_dict(r)} for r in rows if r.generation == last],
+        "ladder_transfer": transfer,
+        "ladder_warning": warning,
+    }
+
+
+def individual_ladder(store: Store, run_id: str, individual_id: int) -> dict[str, Any] | None:
+    """The individual's row of its run's latest ladder, if it went up one."""
+    rows = ladder_summary(store, run_id)["ladder"]
+    return next((r for r in rows if r["individual_id"] == individual_id), None)
+
+
+def loss_text(row: dict[str, Any]) -> str:
+    if row["loss"] is None:
+        return f"not fitted: {row['note']}"
+    return (
+        f"loss {row['loss']:.4f} [{row['loss_low']:.4f}, {row['loss_high']:.4f}] "
+        f"at {row['target_params']:,.0f} params; "
+        f"α {row['alpha']:.3f} [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}], "
+        f"E {row['E']:.3f}, fitted over {row['params_low']:,.0f}-{row['params_high']:,.0f}"
+    )
+
+
+def ladder_lines(
+    rows: list[dict[str, Any]], transfer: list[dict[str, Any]], warning: str | None = None
+) -> list[str]:
+    """The ladder as text lines: one per elite individual, then the transfer."""
+    if not rows:
+        return []
+    target = rows[0]["target_params"]
+    lines = [f"ladder: the elite ranked by loss extrapolated to {target:,.0f} parameters (95% intervals):"]
+    for r in rows:
+        rank = "-" if r["rank"] is None else str(r["rank"])
+        quality = "?" if r["quality"] is None else f"{r['quality']:.3f}"
+        lines.append(
+            f"  {rank:>2}. individual {r['individual_id']} (search quality {quality}): {loss_text(r)}"
+        )
+    for t in transfer:
+        lines.append(f"  transfer {t['lower_fidelity']} -> {t['higher_fidelity']}: {correlation_text(t)}")
+    if warning:
+        lines.append(warning)
+    return lines
+
+
+__all__ = ["individual_ladder", "ladder_lines", "ladder_summary", "loss_text"]

@@ -1,0 +1,490 @@
+"""`evolve scale`: train a size ladder of one design, record it as a run, fit how loss falls.
+
+A ``Plan`` is the ladder (``evolution.scale.ladder``) times the token budgets times the seeds:
+one ``Point`` per (rung, budget, replicate). A point is one evaluation with the natural key
+``(genome id, task, steps, seed)`` of every evaluation in the store:
+
+* **steps**: the budget's tokens (``tokens_per_param × params``, or a fixed count) over the
+  task's tokens per step (``train_batch_size × seq_len``), rounded, at least 1; a point's
+  ``tokens`` are the ones it actually trains on;
+* **seed**: replicate 0 trains under the seed ``evolve run`` gives the genome on that task
+  (``derive_seed("eval", genome id, task)``, the default seed policy) and replicate k under
+  ``derive_seed(that, "repeat", k)``, the seeds of ``--repeats``, so a search's result is a
+  scale point and the other way round;
+* the learning rate is the width rule, ``evaluation.budget.learning_rate(d_model)``, which
+  ``evaluation.evaluate`` applies to every DOGMA phenotype.
+
+**The store.** A ladder is a run whose config says ``kind: "scale"``; its ``ladder`` entry
+(base genome, axis, task, rung genomes, budgets, seeds, timeout) identifies it, so the same
+command finds its run again and a killed ``evolve scale`` resumes. Each trained point is
+committed as soon as its result arrives, as one generation of that run: a birth (operator
+None, ``change`` the point's rung, budget and replicate) and its evaluation row. Before
+training, every point is looked up under its key: in the ladder's run it is done (whatever its
+status: the key is unique in a run); a successful row of another run is copied, marked
+``cached_from`` as the engine does, and not trained again. No schema change: a scale run is an
+ordinary run whose generations are its points.
+
+**Training** goes through the same Ray ``EvaluationPool`` as ``evolve run`` (leases logged per
+run), largest points first (the longest jobs start first on a pool of several workers).
+
+**Fits** (``evaluation.scaling``): ``L(N) = E + A·N^(−α)`` on the first budget's successful
+points, with bootstrap intervals and residuals; with more than one budget also each budget's
+fit and ``L(N, D)``. ``compare`` puts two ladders on one rule: with ``--tokens-per-param r``
+compute is ``C ≈ 6·r·N²``; with a fixed ``--tokens D`` it is ``6·D·N``, and matched compute is
+matched N as well (``beta`` then says how many times the parameters, at the same data, B
+needs for A's loss).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluation import EvalRequest, EvalResult
+from evaluation.budget import learning_rate
+from evaluation.precision import pool_precision
+from evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
+from evaluation.tasks import derive_seed, get_task
+from evolution.scale.ladder import Design, Rung, ladder
+from evolution.training_run import TrainingRecorder
+from genome import Genome
+from store import LeaseIn, LeaseLog, Store
+
+DEFAULT_TOKENS_PER_PARAM = 20.0
+DEFAULT_SEEDS = 2
+DEFAULT_TIMEOUT_S = 86_400.0  # per point: a ladder's largest rung may train for hours
+MAX_SEEDS = 100
+# Repeating the training data up to about 4 epochs costs little against new data; beyond, the
+# held-out loss measures memorisation more than scale (Muennighoff et al. 2023, "Scaling
+# Data-Constrained Language Models"): a ladder that goes further is warned about.
+MAX_EPOCHS = 4.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The tokens a rung trains on: ``per_param`` × its parameters, or ``tokens`` for all."""
+
+    per_param: float | None = None
+    tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        value = self.per_param if self.tokens is None else self.tokens
+        if (self.per_param is None) == (self.tokens is None) or value is None:
+            raise LadderError("a budget is tokens per parameter or a token count, one of them")
+        if not (math.isfinite(value) and value > 0):
+            raise LadderError(f"a token budget must be a positive number, not {value!r}")
+
+    def target(self, params: int) -> float:
+        return self.tokens if self.tokens is not None else float(self.per_param or 0) * params
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens_per_param": self.per_param} if self.tokens is None else {"tokens": self.tokens}
+
+    def label(self) -> str:
+        return f"{self.per_param:g} tokens/param" if self.tokens is None else f"{self.tokens:,} tokens"
+
+
+def seed_of(genome_id: str, task: str, replicate: int) -> int:
+    """The training seed of replicate ``replicate`` (module docstring): the engine's."""
+    base = derive_seed("eval", genome_id, task)
+    return base if replicate == 0 else derive_seed(base, "repeat", replicate)
+
+
+@dataclass
+class Point:
+    """One training run of a ladder and, once known, its outcome."""
+
+    rung: int  # index into the plan's rungs
+    budget: int  # index into the plan's budgets
+    replicate: int
+    genome_id: str
+    params: int
+    width: int
+    depth: int
+    steps: int
+    tokens: int
+    seed: int
+    status: str | None = None
+    loss: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    evaluation_id: int | None = None
+    origin: str = ""  # "stored", "copied" (from another run), "trained"
+    epochs: float | None = None  # passes over the task's training text, where it is finite
+
+    def key(self, task: str) -> tuple[str, str, int, int]:
+        return (self.genome_id, task, self.steps, self.seed)
+
+    def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
+        self.status, self.metrics, self.origin = status, dict(metrics), origin
+        loss = metrics.get("loss")
+        ok = status == "ok" and isinstance(loss, int | float) and math.isfinite(loss)
+        self.loss = float(loss) if ok and loss is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "params": self.params,
+            "tokens": self.tokens,
+            "seed": self.seed,
+            "loss": self.loss,
+            "replicate": self.replicate,
+            "steps": self.steps,
+            "width": self.width,
+            "depth": self.depth,
+            "lr": self.metrics.get("lr", learning_rate(self.width)),
+            "genome_id": self.genome_id,
+            "status": self.status,
+            "origin": self.origin,
+            "evaluation_id": self.evaluation_id,
+            "train_seconds": self.metrics.get("train_seconds"),
+            "epochs": self.epochs,
+        }
+
+
+@dataclass
+class Plan:
+    """A ladder of ``design`` along ``axis`` on ``task``: its rungs × budgets × seeds."""
+
+    design: Design
+    axis: str
+    task: str
+    rungs: list[Rung]
+    budgets: list[Budget]
+    seeds: int
+    timeout_s: float
+    tokens_per_step: int
+    points: list[Point]
+    run_id: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        return self.design.source
+
+    def ladder_key(self) -> dict[str, Any]:
+        """What identifies the ladder's run in the store (module docstring)."""
+        return {
+            "genome_id": self.design.genome_id,
+            "axis": "depth" if self.axis == "copies" else self.axis,
+            "task": self.task,
+            "rungs": [r.genome.id for r in self.rungs],
+            "budgets": [b.to_dict() for b in self.budgets],
+            "seeds": self.seeds,
+            "timeout_s": self.timeout_s,
+        }
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "kind": "scale",
+            "source": self.source,
+            "ladder": self.ladder_key(),
+            "rungs": [r.to_dict() for r in self.rungs],
+            "tokens_per_step": self.tokens_per_step,
+        }
+
+    def done(self) -> list[Point]:
+        return [p for p in self.points if p.status is not None]
+
+
+def make_plan(
+    design: Design,
+    axis: str,
+    task: str,
+    sizes: Sequence[float] | None,
+    budgets: Sequence[Budget],
+    seeds: int,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    strict: bool = True,
+) -> Plan:
+    """The ladder's points (module docstring); ``LadderError`` (one line) when it cannot
+    determine a fit: fewer than 2 seeds, or a ladder ``scale_ladder.ladder`` refuses
+    (``strict``: as there)."""
+    if seeds < 2:
+        raise LadderError(f"{seeds} seed(s): an interval needs at least 2 seeds at every size (--seeds)")
+    if seeds > MAX_SEEDS:
+        raise LadderError(f"{seeds} seeds: at most {MAX_SEEDS}")
+    if not budgets:
+        raise LadderError("no token budget")
+    t = get_task(task)
+    per_step = t.train_batch_size * t.seq_len
+    data = getattr(t, "train_split_tokens", None)  # a finite training text (bytelm)
+    rungs = ladder(design, axis, sizes, strict=strict)
+    points = []
+    for i, rung in enumerate(rungs):
+        for j, budget in enumerate(budgets):
+            steps = max(1, round(budget.target(rung.params) / per_step))
+            for k in range(seeds):
+                points.append(
+                    Point(
+                        i,
+                        j,
+                        k,
+                        rung.genome.id,
+                        rung.params,
+                        rung.shape.width,
+                        rung.shape.depth,
+                        steps,
+                        steps * per_step,
+                        seed_of(rung.genome.id, task, k),
+                        epochs=None if not data else steps * per_step / data,
+                    )
+                )
+    plan = Plan(design, axis, task, rungs, list(budgets), seeds, timeout_s, per_step, points)
+    repeated = [p for p in points if p.epochs is not None and p.epochs > MAX_EPOCHS]
+    if repeated and data:
+        worst = max(repeated, key=lambda p: p.epochs or 0.0)
+        many = len({p.params for p in repeated})
+        need = math.ceil(worst.tokens / MAX_EPOCHS / 0.9 / 1e6)  # MB of text, 90 % of it for training
+        plan.warnings.append(
+            f"{many} size(s) from {min(p.params for p in repeated):,} parameters repeat the "
+            f"{data:,}-token training text more than {MAX_EPOCHS:g} times (up to {worst.epochs:.1f} at "
+            f"{worst.params:,}): their held-out loss measures memorisation more than scale; use a text of "
+            f"at least {need} MB (--task bytelm:PATH), fewer tokens per parameter or smaller sizes"
+        )
+    return plan
+
+
+# -- the store -------------------------------------------------------------------------------
+class Recorder(TrainingRecorder):
+    """A ladder's run in the store (``evolution.training_run``): found or created, its stored
+    points read, new ones committed."""
+
+    def __init__(self, store: Store, plan: Plan) -> None:
+        # where this process trains (auto: bf16 with CUDA): what its points train in and
+        # the only precision whose rows other runs may lend it
+        super().__init__(store, plan.config(), "ladder", plan.task, pool_precision("auto", None))
+        self.plan = plan
+        plan.run_id = self.run_id
+        self.genomes = {r.genome.id: r.genome for r in plan.rungs}
+
+    def point_key(self, point: Point) -> tuple[str, str, int, int]:
+        return point.key(self.plan.task)
+
+    def genome_of(self, point: Point) -> Genome:
+        return self.genomes[point.genome_id]
+
+    def change_of(self, p: Point) -> dict[str, Any]:
+        return {
+            "op": "scale",
+            "rung": p.rung,
+            "width": p.width,
+            "depth": p.depth,
+            "params": p.params,
+            "budget": self.plan.budgets[p.budget].to_dict(),
+            "tokens": p.tokens,
+            "replicate": p.replicate,
+        }
+
+    def lookup(self) -> list[Point]:
+        """Settle the points the store already holds; return the points still to train."""
+        return self.lookup_points(self.plan.points)
+
+
+class LeaseRouter:
+    """``on_lease`` for one pool that trains the points of several ladders: each lease goes to
+    the run of the point it belongs to."""
+
+    def __init__(self, store: Store, owners: dict[tuple[str, str, int, int], str]) -> None:
+        self.owners, self.logs = owners, {run: LeaseLog(store, run) for run in set(owners.values())}
+
+    def __call__(self, lease: LeaseIn) -> None:
+        run = self.owners.get((lease.genome_id, lease.task, int(lease.fidelity), lease.seed))
+        if run is not None:
+            self.logs[run](lease)
+
+
+def train(
+    recorders: Sequence[Recorder],
+    todo: Sequence[tuple[Recorder, Point]],
+    pool: Any,
+    on_point: Callable[[Recorder, Point, int, int], None] | None = None,
+) -> None:
+    """Train ``todo`` on ``pool`` (largest first), committing each result as it arrives. A key
+    that two ladders share is trained once: the first ladder's run gets the row, the other a
+    copy marked ``cached_from``."""
+    order = sorted(todo, key=lambda rp: -(rp[1].params * rp[1].tokens))
+    by_key: dict[tuple[str, str, int, int], list[tuple[Recorder, Point]]] = {}
+    requests = []
+    for rec, p in order:
+        key = p.key(rec.plan.task)
+        if key not in by_key:
+            requests.append(
+                EvalRequest(
+                    genome_yaml=rec.genomes[p.genome_id].to_yaml(),
+                    genome_id=p.genome_id,
+                    task=rec.plan.task,
+                    fidelity=p.steps,
+                    seed=p.seed,
+                    timeout_s=rec.plan.timeout_s,
+                    precision=rec.precision,
+                )
+            )
+        by_key.setdefault(key, []).append((rec, p))
+    done = 0
+
+    def on_result(result: EvalResult) -> None:
+        nonlocal done
+        (rec, p), *others = by_key[(result.genome_id, result.task, result.fidelity, result.seed)]
+        rec.record(p, result)
+        for other, q in others:
+            other.record(q, result, copied_from=p.evaluation_id)
+        done += 1
+        if on_point is not None:
+            on_point(rec, p, done, len(requests))
+
+    if requests:
+        pool.evaluate(requests, on_result=on_result)
+
+
+def ladder_pool(
+    store: Store,
+    todo: Sequence[tuple[Recorder, Point]],
+    workers: int | None,
+    ray_address: str | None,
+    timeout_s: float,
+) -> Any:
+    """The Ray pool of `evolve run` for ``todo``, each lease logged to its point's run."""
+    from evaluation import EvaluationPool
+
+    owners = {p.key(rec.plan.task): rec.run_id for rec, p in todo}
+    return EvaluationPool(
+        workers=workers, ray_address=ray_address, timeout_s=timeout_s, on_lease=LeaseRouter(store, owners)
+    )
+
+
+def train_recorded(
+    recorders: Sequence[Recorder],
+    todo: Sequence[tuple[Recorder, Point]],
+    open_pool: Callable[[], AbstractContextManager[Any]],
+    on_point: Callable[[Recorder, Point, int, int], None] | None = None,
+) -> None:
+    """Train ``todo`` on the pool ``open_pool()`` opens (only when there is something to
+    train), then mark every recorder's run finished, or failed when training raised."""
+    failed = True
+    try:
+        if todo:
+            with open_pool() as pool:
+                train(recorders, todo, pool, on_point)
+        failed = False
+    finally:
+        for rec in recorders:
+            rec.finish(failed)
+
+
+# -- fits ------------------------------------------------------------------------------------
+def fit_points(plan: Plan, budget: int, n_boot: int) -> PowerLawFit:
+    """``L(N)`` on the successful points of one budget; ``LadderError`` when they cannot
+    determine it (a failed point can leave a size with one seed)."""
+    pts = [p for p in plan.points if p.budget == budget and p.loss is not None]
+    b = plan.budgets[budget]
+    try:
+        return fit_power_law(
+            [p.params for p in pts],
+            [p.loss for p in pts if p.loss is not None],
+            seeds=[p.seed for p in pts],
+            n_boot=n_boot,
+            tokens_per_param=b.per_param,
+        )
+    except LadderError as e:
+        failed = sum(
+            p.status not in ("ok", None) or (p.status == "ok" and p.loss is None) for p in plan.points
+        )
+        note = f" ({failed} point(s) failed: see evolve runs {plan.run_id})" if failed else ""
+        raise LadderError(f"{plan.source}: {e}{note}") from None
+
+
+def fit_dict(fit: PowerLawFit) -> dict[str, Any]:
+    return {
+        "E": fit.E,
+        "A": fit.A,
+        "alpha": fit.alpha,
+        "alpha_ci": list(fit.alpha_ci),
+        "E_ci": list(fit.E_ci),
+        "A_ci": list(fit.A_ci),
+        "residual": fit.residual,
+        "residuals": list(fit.residuals),
+        "n_points": fit.n_points,
+        "n_sizes": fit.n_sizes,
+        "params_range": list(fit.params_range),
+        "confidence": fit.confidence,
+        "n_boot": fit.n_boot,
+        "tokens_per_param": fit.tokens_per_param,
+    }
+
+
+def surface_dict(plan: Plan, n_boot: int) -> dict[str, Any] | None:
+    """``L(N, D)`` when the plan has several budgets (tokens vary at fixed size); its refusal
+    as ``{"refused": reason}`` when the points cannot determine it."""
+    if len(plan.budgets) < 2:
+        return None
+    pts = [p for p in plan.points if p.loss is not None]
+    try:
+        s = fit_loss_surface(
+            [p.params for p in pts], [p.tokens for p in pts], [p.loss or 0.0 for p in pts], n_boot=n_boot
+        )
+    except LadderError as e:
+        return {"refused": str(e)}
+    return {
+        **{k: getattr(s, k) for k in ("E", "A", "alpha", "B", "beta", "residual", "n_points")},
+        **{k: list(getattr(s, k)) for k in ("E_ci", "A_ci", "alpha_ci", "B_ci", "beta_ci", "residuals")},
+    }
+
+
+def plan_summary(plan: Plan, n_boot: int) -> tuple[dict[str, Any], PowerLawFit]:
+    """The JSON-able result of a trained plan and its (first budget's) fit."""
+    fit = fit_points(plan, 0, n_boot)
+    residuals = iter(fit.residuals)
+    points = []
+    for p in plan.points:
+        d = p.to_dict()
+        d["residual"] = next(residuals) if p.budget == 0 and p.loss is not None else None
+        points.append(d)
+    out: dict[str, Any] = {
+        "run_id": plan.run_id,
+        "target": plan.source,
+        "genome_id": plan.design.genome_id,
+        "axis": plan.axis,
+        "task": plan.task,
+        "seeds": plan.seeds,
+        "tokens_per_step": plan.tokens_per_step,
+        "budgets": [b.to_dict() for b in plan.budgets],
+        "rungs": [{**r.to_dict(), "lr": learning_rate(r.shape.width)} for r in plan.rungs],
+        "points": points,
+        "fit": fit_dict(fit),
+        "warnings": list(plan.warnings),
+    }
+    if len(plan.budgets) > 1:
+        out["fits"] = [fit_dict(fit)] + [
+            fit_dict(fit_points(plan, j, n_boot)) for j in range(1, len(plan.budgets))
+        ]
+        out["surface"] = surface_dict(plan, n_boot)
+    return out, fit
+
+
+def comparison_dict(a: PowerLawFit, b: PowerLawFit, plan: Plan, other: dict[str, Any]) -> dict[str, Any]:
+    """B (``--against``) against A at matched compute on the first budget (module docstring)."""
+    budget = plan.budgets[0]
+    r = budget.per_param if budget.per_param is not None else 1.0  # fixed D: matched compute is matched N
+    c = compare(a, b, tokens_per_param=r)
+    lo, hi = c.params_range
+    compute = (
+        c.compute_range if budget.tokens is None else (6.0 * budget.tokens * lo, 6.0 * budget.tokens * hi)
+    )
+    return {
+        "other_fit": other["fit"],
+        "beta": c.sample_efficiency,
+        "beta_range": None if c.sample_efficiency_range is None else list(c.sample_efficiency_range),
+        "loss_gap": c.gap_mean,
+        "loss_gap_range": list(c.gap_range),
+        "loss_gap_mid": c.gap_mid,
+        "loss_gap_mid_ci": list(c.gap_mid_ci),
+        "crossover_params": c.crossover_params,
+        "crossover_ci": list(c.crossover_ci),
+        "crossovers": list(c.crossovers),
+        "params_range": [lo, hi],
+        "compute_range": list(compute),
+        "basis": budget.to_dict(),
+        "notes": list(c.notes),
+    }

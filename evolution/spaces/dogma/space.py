@@ -1,0 +1,145 @@
+"""The DOGMA search space: region-structured genomes, varied by `operators`, repaired by
+`repair`, seeded by `seeds`, described to the surrogate by `features`.
+
+It follows `evolution.spaces.contract.SearchSpace` (the members are listed there) and is
+registered in `evolution.spaces.registry.SPACES` as `dogma`. The command line lists the
+spaces through that registry, so this module stays light: what needs torch (seeds,
+accounting) is imported on first use.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from evolution.spaces.contract import Child
+from evolution.spaces.dogma.operators import MUTATIONS, vary
+from evolution.spaces.dogma.repair import repair
+from genome import Genome
+
+if TYPE_CHECKING:
+    from evaluation.protocol import Pool
+    from evolution.config import RunConfig
+
+
+class DogmaSpace:
+    """DOGMA genomes: region-structured, repaired after every variation, priced exactly.
+
+    Candidates are trained for `steps` (the full fidelity) on the run's tasks; the
+    vocabulary and context length are pinned to the largest over the tasks.
+    """
+
+    name = "dogma"
+    operators = tuple(sorted(MUTATIONS))
+    crossover_op = "homologous_crossover"
+    keeps_weights = True
+    supports_multi_fidelity = True
+
+    def __init__(
+        self, pinned: dict[str, Any], seq_len: int, max_params: int, max_state_bytes: int | None = None
+    ):
+        self.pinned, self.seq_len = pinned, seq_len
+        self.max_params, self.max_state_bytes = max_params, max_state_bytes
+
+    # -- set-up ---------------------------------------------------------------------------
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """Every task must be one `evaluation.get_task` knows (its ValueError otherwise)."""
+        from evaluation import get_task
+
+        for task in config.tasks:
+            get_task(task)
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> DogmaSpace:
+        from evaluation import get_task
+
+        tasks = [get_task(t) for t in config.tasks]
+        seq_len = max(t.seq_len for t in tasks)
+        pinned = {"vocab": max(t.vocab_size for t in tasks), "max_len": seq_len}
+        return cls(pinned, seq_len, config.max_params, config.max_state_bytes)
+
+    def full_fidelity(self, steps: int) -> int:
+        return steps
+
+    def local_pool(self) -> Pool | None:
+        return None  # candidates are trained: on Ray's EvaluationPool
+
+    # -- genomes --------------------------------------------------------------------------
+    def _repair(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return repair(doc, self.pinned)
+
+    def initial(self, size: int, rng: random.Random) -> list[Genome]:
+        from evolution.spaces.dogma.seeds import initial_population
+
+        return initial_population(size, rng, self.pinned, self.max_params)
+
+    def sample(self, rng: random.Random) -> Genome:
+        from evolution.spaces.dogma.seeds import random_genome
+
+        return random_genome(rng, self.pinned, self.max_params)
+
+    def mutate(self, genome: Genome, op: str, rng: random.Random) -> Child:
+        return vary(op, [genome], rng, self._repair)
+
+    def crossover(self, a: Genome, b: Genome, rng: random.Random) -> Child:
+        return vary(self.crossover_op, [a, b], rng, self._repair)
+
+    def parse(self, text: str) -> Genome:
+        return Genome.from_yaml(text)
+
+    def key(self, genome: Genome) -> str:
+        return genome.id
+
+    def context(self, parent: Genome, change: dict[str, Any] | None) -> str:
+        """The type of region the change touched: structural, promoter, regulatory, coding
+        (a crossover touches the whole genome)."""
+        if not change or change.get("op") == self.crossover_op:
+            return "genome"
+        op, location = change.get("op"), str(change.get("location", ""))
+        if op == "promoter_change":
+            return "promoter"
+        if location.startswith("s."):
+            return "structural"
+        if "->" in location:
+            return "regulatory"
+        rid = location.split("/")[0].split(".")[0]
+        types = {r.id: r.type for r in parent.regions}
+        return types.get(rid, "coding")
+
+    def cost_metrics(self, genome: Genome) -> dict[str, float]:
+        from phenotype import account
+
+        acct = account(genome, self.seq_len)
+        return {
+            "params": acct.params,
+            "flops_per_token": acct.flops_per_token,
+            "state_bytes": acct.state_bytes_per_token * self.seq_len + acct.state_bytes_fixed,
+        }
+
+    def violation(self, genome: Genome) -> str | None:
+        costs = self.cost_metrics(genome)
+        if costs["params"] > self.max_params:
+            return f"{costs['params']:,} parameters over the budget {self.max_params:,}"
+        if self.max_state_bytes is not None and costs["state_bytes"] > self.max_state_bytes:
+            return f"{costs['state_bytes']:,} state bytes over the budget {self.max_state_bytes:,}"
+        return None
+
+    def features(self, genome: Genome) -> dict[str, float]:
+        from evolution.spaces.dogma.features import dogma_features
+
+        return dogma_features(genome, self.seq_len)
+
+    def family(self, genome: Genome) -> str:
+        """The distinct sequence-mixer kinds of its expressed layers, e.g. `attention+mamba`
+        (`mlp-only` without any)."""
+        return block_family(genome)
+
+
+def block_family(genome: Genome) -> str:
+    """`kind+kind` of the distinct sequence mixers (T bases) of a genome, sorted."""
+    kinds = sorted({b.gene.kind for r in genome.regions for b in r.bases if b.type == "T"})
+    return "+".join(kinds) or "mlp-only"
+
+
+__all__ = ["DogmaSpace", "block_family"]

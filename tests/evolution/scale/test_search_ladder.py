@@ -1,0 +1,225 @@
+"""`evolve run --ladder`: the Pareto elite taken up a size ladder, ranked by extrapolated loss.
+
+The command-line tests train nothing: the pool is a table in which the search's quality and
+the ladder's loss are known functions of the genome (each design family has its own
+exponent), so the ranking, the store rows, the transfer and the resume are checked in
+seconds. `test_scale.py` trains a real ladder end to end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluation import EvalRequest
+from evaluation.scaling import fit_power_law
+from evaluation.table import TableEvaluator
+from evolution.cli import run as cli_run
+from evolution.cli.main import main
+from evolution.config import RunConfig
+from evolution.scale.ladder import MIN_DECADES, Design
+from evolution.scale.search_ladder import compact_sizes, elite_of, extrapolate
+from genome import Genome
+from phenotype import account
+from store import LadderRankIn, Store, StoreError, TransferIn
+
+PINNED = {"vocab": 257, "max_len": 64}
+
+
+def _genome(kind: str, width: int = 32) -> Genome:
+    return Genome.from_dict(
+        {
+            "regions": [
+                {
+                    "id": "s0",
+                    "type": "structural",
+                    "settings": {"d_model": width, "positions": "rope", **PINNED},
+                },
+                {
+                    "id": "c1",
+                    "type": "coding",
+                    "bases": [{"base": "T", "kind": kind}, {"base": "A", "kind": "mlp"}],
+                },
+            ]
+        }
+    )
+
+
+# -- the ladder of one elite ---------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["attention", "mamba", "gru"])
+def test_the_compact_ladder_spans_the_least_a_fit_accepts(kind: str) -> None:
+    design = Design.of(_genome(kind), PINNED, kind)
+    sizes = compact_sizes(design, "both")
+    assert len(sizes) == 4 and sizes == sorted(set(sizes))
+    assert math.log10(sizes[-1] / sizes[0]) >= MIN_DECADES
+    smallest = min(account(g).params for s in design.shapes("both") if (g := design.genome(s)) is not None)
+    assert sizes[0] == smallest  # it starts at the design's smallest valid model
+    # every size is a model of the axis (the plan's strict match accepts them as they are)
+    found = set()
+    for s in design.shapes("both"):
+        g = design.genome(s)
+        if g is not None:
+            found.add(account(g).params)
+        if g is not None and account(g).params >= sizes[-1]:
+            break
+    assert set(sizes) <= found
+
+
+def test_the_extrapolated_loss_is_the_fitted_curve_with_a_bootstrap_interval() -> None:
+    rng = np.random.default_rng(3)
+    n = np.repeat([1e4, 4e4, 1.6e5, 6.4e5], 2)
+    e, a, alpha = 1.2, 30.0, 0.3
+    loss = e + a * n**-alpha + rng.normal(0, 0.005, n.size)
+    fit = fit_power_law(n, loss, seeds=list(range(n.size)), n_boot=400)
+    estimate, low, high = extrapolate(fit, 1e7)
+    assert estimate == pytest.approx(fit.E + fit.A * 1e7**-fit.alpha)
+    assert low < estimate < high
+    assert low <= e + a * 1e7**-alpha <= high  # the truth, for this draw
+    wider = extrapolate(fit, 1e9)  # further out, less known
+    assert wider[2] - wider[1] > high - low
+
+
+class _Candidate:
+    def __init__(self, id: int, quality: float, params: int) -> None:
+        self.id, self.metrics = id, {"quality": quality, "params": params}
+
+
+def test_the_elite_is_the_front_above_the_floor_best_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    import evolution.selection as selection
+
+    pop = [_Candidate(1, 0.02, 10), _Candidate(2, 0.6, 500), _Candidate(3, 0.3, 100), _Candidate(4, 0.9, 900)]
+    monkeypatch.setattr(selection, "pareto_front", lambda p: sorted(p, key=lambda c: -c.metrics["quality"]))
+    assert [c.id for c in elite_of(pop, 0.05, 10)] == [4, 2, 3]  # 0.02 is under the floor
+    assert [c.id for c in elite_of(pop, 0.05, 2)] == [4, 2]
+    assert [c.id for c in elite_of([pop[0]], 0.05, 2)] == [1]  # none clears it: the front
+
+
+# -- the store -------------------------------------------------------------------------------
+def test_ladder_rows_replace_an_earlier_attempt_and_stay_out_of_the_fidelity_transfer(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    config = RunConfig(population=2, generations=0, task="compression", min_steps=0)
+    with Store(url) as store:
+        run = store.create_run(config.to_dict(), seed=0, task="compression")
+        from store import IndividualIn, by_slot
+
+        g = _genome("attention")
+        store.commit_generation(
+            run,
+            0,
+            genomes=[(g.id, g.to_yaml(), g.sequence_view())],
+            individuals=[IndividualIn(0, g.id, 1, None, {})],
+            members=[by_slot(0)],
+        )
+        (ind,) = store.individuals(run)
+        t = TransferIn("search", "ladder@1e+06", 3, 0.5)
+        store.put_ladder(run, 0, [LadderRankIn(ind.id, 1e6, loss=2.0, rank=1)], [t])
+        store.put_ladder(run, 0, [LadderRankIn(ind.id, 1e6, loss=1.5, rank=1)], [t])  # a retry
+        (row,) = store.ladder(run)
+        assert (row.loss, row.rank, row.generation) == (1.5, 1, 0)
+        assert [x.lower_fidelity for x in store.transfer(run)] == ["search"]
+        with pytest.raises(StoreError):
+            store.put_ladder(run, 0, [LadderRankIn(ind.id + 99, 1e6)])
+        with pytest.raises(StoreError):
+            store.put_ladder(run, 0, [LadderRankIn(ind.id, 1e6, loss=math.nan)])
+        from evolution.spaces.registry import SPACES
+        from evolution.transfer_audit import run_transfer
+
+        space = SPACES["dogma"].from_config(config)
+        assert run_transfer(store, run, config, space) == []  # the ladder's rows are not steps
+
+
+def test_ladder_options_are_checked_in_one_line() -> None:
+    with pytest.raises(ValueError, match="1.5 decades"):
+        RunConfig(ladder=True, ladder_sizes=("1e4", "2e4", "4e4", "8e4"))
+    with pytest.raises(ValueError, match="not a number"):
+        RunConfig(ladder=True, ladder_sizes=("1e4", "x", "4e5", "8e5"))
+    with pytest.raises(ValueError, match="target_params"):
+        RunConfig(ladder=True, target_params=0)
+    assert RunConfig(ladder=True, ladder_sizes=("1e4", "4e4", "1.6e5", "6.4e5")).ladder_sizes is not None
+    with pytest.raises(ValueError, match="nb201 space"):
+        RunConfig(ladder=True, space="nb201")
+
+
+# -- the command line ------------------------------------------------------------------------
+ALPHAS = {"attention": 0.45, "gru": 0.15}  # attention scales better, gru searches better
+
+
+def _table(request: EvalRequest) -> dict[str, Any]:
+    genome = Genome.from_yaml(request.genome_yaml)
+    n = account(genome).params
+    kinds = {b.gene.kind for r in genome.regions for b in r.bases}
+    family = "attention" if "attention" in kinds else "gru"
+    if request.task == "bytelm":  # the ladder: a known power law per family
+        wobble = ((request.seed % 997) / 997 - 0.5) * 0.002
+        return {"loss": 1.0 + 40.0 * n ** -ALPHAS[family] + wobble, "params": n}
+    quality = 0.8 if family == "gru" else 0.5  # the search prefers gru at its tiny size
+    return {"quality": quality, "accuracy": quality, "params": n, "loss": 1 - quality}
+
+
+def _evolve(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = TableEvaluator(_table)
+    monkeypatch.setattr(cli_run, "_pool_for", lambda engine, store: nullcontext(pool))
+    db = f"sqlite:///{tmp_path / 'run.db'}"
+    argv = ["run", "--population", "2", "--generations", "0", "--task", "compression", "--min-steps", "0"]
+    argv += ["--objectives", "quality", "--ladder", "--ladder-elites", "2", "--store", db, "--json"]
+    code, out, err = _evolve(*argv)
+    assert code == 0, err
+    data = json.loads(out)
+    ladder = data["ladder"]
+    fitted = [r for r in ladder if r["loss"] is not None]
+    assert fitted, ladder
+    assert [r["rank"] for r in fitted] == list(range(1, len(fitted) + 1))  # the unfitted go last
+    assert [r["loss"] for r in fitted] == sorted(r["loss"] for r in fitted)
+    assert all(r["note"] for r in ladder if r["loss"] is None)
+    for r in fitted:
+        assert r["loss_low"] <= r["loss"] <= r["loss_high"]
+        assert r["alpha_low"] <= r["alpha"] <= r["alpha_high"]
+    names = {(t["lower_fidelity"], t["higher_fidelity"]) for t in data["ladder_transfer"]}
+    assert ("search", "ladder@1e+06") in names
+    trained = pool.requests
+
+    # report and audit show it; a resumed run trains nothing again
+    code, out, _ = _evolve("report", "--store", db, "--json")
+    assert json.loads(out)["ladder"] == data["ladder"]
+    code, text, _ = _evolve("report", "--store", db)
+    assert "ladder: the elite ranked by loss extrapolated to 1,000,000 parameters" in text
+    page = tmp_path / "report.html"
+    code, _, err = _evolve("report", "--store", db, "--html", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "Size ladder" in text and f"individual {fitted[0]['individual_id']} (search quality" in text
+    code, out, _ = _evolve("audit", str(ladder[0]["individual_id"]), "--store", db, "--json")
+    assert json.loads(out)["ladder"]["rank"] == 1
+    code, out, err = _evolve("run", "--resume", data["run_id"], "--store", db, "--json")
+    assert code == 0, err
+    assert pool.requests == trained and json.loads(out)["ladder"] == data["ladder"]
+
+
+def test_a_ladder_that_cannot_fit_is_kept_unranked_with_its_reason() -> None:
+    from evolution.scale.search_ladder import EliteLadder, rank_elite
+
+    class _Plan:
+        points: list[Any] = []
+        budgets = [type("B", (), {"per_param": None})()]
+        source, run_id = "individual 7", None
+
+    elite = EliteLadder(7, 0.5, _Plan())  # type: ignore[arg-type]  # no point trained
+    assert rank_elite([elite], 1e6) == [None]
+    assert elite.note.startswith("individual 7:") and elite.loss is None and elite.fit is None
