@@ -27,7 +27,7 @@ RUN_ARGS = ["--population", "8", "--generations", "2", "--steps", "20", "--seed"
 
 
 def evolve(*args: str, store: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "evolution.cli", *args, "--store", f"sqlite:///{store}"]
+    cmd = [sys.executable, "-m", "evolution.cli.main", *args, "--store", f"sqlite:///{store}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -134,7 +134,7 @@ def test_sigkill_after_a_committed_generation_then_resume(finished_run, tmp_path
     cmd = [
         sys.executable,
         "-m",
-        "evolution.cli",
+        "evolution.cli.main",
         "run",
         *RUN_ARGS,
         "--json",

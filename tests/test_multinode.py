@@ -57,7 +57,7 @@ def test_search_runs_on_both_nodes(cluster, store_url):
     cmd = [
         sys.executable,
         "-m",
-        "evolution.cli",
+        "evolution.cli.main",
         "run",
         "--population",
         "4",

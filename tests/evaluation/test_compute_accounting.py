@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from eval_test_models import build
 
 from evaluation import EvalRequest, evaluate, get_task
 from evaluation.budget import step_flops, training_flops
 from evaluation.evaluate import compute_metrics
 from genome import Genome
 from phenotype import account, decode
+from tests.evaluation.eval_test_models import build
 
 # an attention layer and a SwiGLU: the forward has a T-dependent (T x T) term besides 2N
 GENOME = """

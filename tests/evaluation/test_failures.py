@@ -4,11 +4,11 @@ import json
 from typing import get_args
 
 import pytest
-from eval_test_models import build
 
 from evaluation import STATUSES, EvalRequest, EvalResult, evaluate, get_task
 from evaluation.result import Status
 from store import EVALUATION_STATUSES
+from tests.evaluation.eval_test_models import build
 
 
 def request(genome, fidelity=3, **fields):

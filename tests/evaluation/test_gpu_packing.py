@@ -11,7 +11,6 @@ import sys
 import weakref
 from pathlib import Path
 
-import gpu_test_models
 import pytest
 import torch
 from torch import nn
@@ -21,6 +20,7 @@ from evaluation.dispatch import Dispatch
 from evaluation.evaluate import estimate_training_bytes
 from evaluation.gpu import PACKING_GRID, PROCESS_BYTES, GpuShares, estimate_request_bytes, gpu_share
 from evaluation.reference_models import TinyAttentionLM
+from tests.evaluation import gpu_test_models
 
 GIB = 1 << 30
 

@@ -3,11 +3,11 @@
 import sys
 import time
 
-import eval_test_models
 import pytest
-from eval_test_models import build
 
 from evaluation import EvalRequest, EvaluationPool
+from tests.evaluation import eval_test_models
+from tests.evaluation.eval_test_models import build
 
 ray = pytest.importorskip("ray")
 

@@ -148,7 +148,7 @@ def test_run_config_stores_precision_and_old_runs_resume_in_fp32():
 
 def test_the_cache_copies_only_results_of_the_runs_precision(tmp_path):
     from evolution.evaluating import EvalKey, Evaluator
-    from evolution.space import SPACES
+    from evolution.spaces.registry import SPACES
     from store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
 
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")

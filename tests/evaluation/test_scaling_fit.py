@@ -1,5 +1,5 @@
-"""Scaling-law fits (evaluation/scaling): interval coverage, recovery, refusals, comparison,
-ladders. Synthetic laws only, except the ladder over the real accounting of a preset."""
+"""Scaling-law fits (evaluation/scaling): interval coverage, recovery, refusals, comparison.
+Synthetic laws only."""
 
 from __future__ import annotations
 
@@ -14,9 +14,6 @@ from evaluation.scaling import (
     crossings,
     fit_loss_surface,
     fit_power_law,
-    ladder_rungs,
-    preset_ladder,
-    preset_params_of,
     sample_efficiency,
 )
 
@@ -221,53 +218,3 @@ def test_compare_refusals():
     with pytest.raises(LadderError) as excinfo:
         compare(fa, far)
     assert "share no sizes" in refusal(excinfo)
-
-
-def toy_params(width: int, depth: int) -> int:
-    """Embeddings plus 12·width² per layer, a transformer's shape."""
-    return 2 * 512 * width + 12 * width * width * depth
-
-
-@pytest.mark.parametrize("axis", ["width", "depth", "both"])
-def test_ladder_rungs_span_decades_with_a_toy_count(axis):
-    rungs = ladder_rungs(toy_params, 64, 2, axis)
-    ps = [r.params for r in rungs]
-    assert len(rungs) >= 4 and all(b > a for a, b in zip(ps, ps[1:], strict=False))
-    assert math.log10(ps[-1] / ps[0]) >= 1.5
-    assert all(r.params == toy_params(r.width, r.depth) for r in rungs)
-    assert (rungs[0].width, rungs[0].depth) == (64, 2)
-    if axis == "width":
-        assert {r.depth for r in rungs} == {2}
-    if axis == "depth":
-        assert {r.width for r in rungs} == {64}
-
-
-def test_ladder_refusals_and_skips():
-    with pytest.raises(LadderError) as excinfo:
-        ladder_rungs(toy_params, 64, 2, "depth", max_depth=8)
-    assert "spans only" in refusal(excinfo)
-    with pytest.raises(LadderError) as excinfo:
-        ladder_rungs(toy_params, 64, 2, "width", rungs=3)
-    assert "at least 4" in refusal(excinfo)
-    skips = ladder_rungs(lambda w, d: None if w % 32 else toy_params(w, d), 64, 2, "width")
-    assert all(r.width % 32 == 0 for r in skips) and len(skips) >= 4
-
-
-@pytest.mark.parametrize("axis", ["width", "both"])
-def test_ladder_with_the_real_accounting_of_llama3(axis):
-    pinned = {"vocab": 256, "max_len": 128}
-    rungs = preset_ladder("llama3-8b", 32, 2, axis, pinned=pinned)
-    ps = [r.params for r in rungs]
-    assert len(rungs) >= 4 and all(b > a for a, b in zip(ps, ps[1:], strict=False))
-    assert math.log10(ps[-1] / ps[0]) >= 1.5
-    # the counts are the project's accounting of the scaled genome
-    from evolution.seeds import scale_down
-    from genome import PRESETS, Genome
-    from phenotype import account
-
-    for r in rungs:
-        genome = Genome.from_dict(scale_down(PRESETS["llama3-8b"](), r.width, r.depth, pinned))
-        assert account(genome).params == r.params
-        assert genome.structural["positions"] == "rope"
-    # Llama 3 keeps 8 KV heads: widths whose head count 8 does not divide are not valid genomes
-    assert preset_params_of("llama3-8b", pinned)(144, 2) is None

@@ -134,7 +134,7 @@ def test_the_suite_separates_attention_from_mlp_only_at_the_default_budget():
     """Calibration, re-checked: at the default budget the scaled-down GPT-2 seed (attention)
     is far above the same genome with its attention removed, which stays at chance."""
     from evolution.engine import RunConfig
-    from evolution.seeds import scale_down
+    from evolution.spaces.dogma.seeds import scale_down
     from genome import PRESETS, Genome
 
     config = RunConfig()

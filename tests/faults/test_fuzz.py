@@ -29,7 +29,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evolution.cli import main
+from evolution.cli.main import main
 from genome import EDGE_KINDS, KINDS, PRESETS, REGION_TYPES, Genome
 from genome.schema import PROMOTER, STRUCTURAL
 
@@ -42,7 +42,7 @@ FUZZ = settings(
 # -- seed documents ------------------------------------------------------------------------
 def _seed_documents() -> list[dict[str, Any]]:
     """Every preset plus a few small random genomes of the search's own making."""
-    from evolution.seeds import random_genome
+    from evolution.spaces.dogma.seeds import random_genome
 
     docs = [Genome.from_dict(make()).to_dict() for make in PRESETS.values()]
     rng = random.Random(0)
@@ -473,7 +473,7 @@ class _Payload:
 def test_the_table_reader_refuses_every_class(protocol, payload, capsys):
     import numpy as np
 
-    from evolution.nb201 import load_table_file
+    from evolution.spaces.nb201 import load_table_file
 
     objects = {"callable": {"a": _Payload()}, "class": {"a": _Payload}, "numpy": {"a": np.zeros(2)}}
     data = pickle.dumps(objects[payload], protocol=protocol)
@@ -484,7 +484,7 @@ def test_the_table_reader_refuses_every_class(protocol, payload, capsys):
 
 
 def test_the_table_reader_refuses_globals_by_every_opcode():
-    from evolution.nb201 import load_table_file
+    from evolution.spaces.nb201 import load_table_file
 
     hostile = [
         b"cos\nsystem\n(S'true'\ntR.",  # GLOBAL + REDUCE
@@ -500,7 +500,7 @@ def test_the_table_reader_refuses_globals_by_every_opcode():
 
 
 def test_the_table_reader_loads_plain_data():
-    from evolution.nb201 import load_table_file
+    from evolution.spaces.nb201 import load_table_file
 
     table = {"012340": {"val_acc": [91.5, 92.0], "size": 1.5, "ok": True, "tag": None}}
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):

@@ -12,11 +12,11 @@ import os
 import sys
 import time
 
-import fault_models
 import pytest
 
 from evaluation import EvalRequest, EvaluationPool
 from store import EvaluationIn, GenomeIn, IndividualIn, LeaseIn, LeaseLog, Store, by_slot
+from tests.faults import fault_models
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
-from test_kernels_gated_linear_recurrence import make_inputs, sequential
 
 from kernels import gated_linear_recurrence, wkv
 from kernels._dispatch import CHUNKED_MIN_LENGTH, resolve_backend
 from kernels.gated_linear_recurrence.chunk import chunk_length
+from tests.kernels.kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
+from tests.kernels.test_gated_linear_recurrence import make_inputs, sequential
 
 pytestmark = pytest.mark.skipif(
     "chunk" not in fast_backends(cpu_path=False, chunked=True), reason="no Triton"

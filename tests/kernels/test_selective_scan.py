@@ -7,7 +7,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from kernel_checks import (
+
+from kernels import selective_scan
+from kernels.selective_scan import reference
+from tests.kernels.kernel_checks import (
     assert_all_close,
     device_for,
     fast_backends,
@@ -15,9 +18,6 @@ from kernel_checks import (
     outputs_and_grads,
     slow_when_interpreted,
 )
-
-from kernels import selective_scan
-from kernels.selective_scan import reference
 
 BACKENDS = fast_backends(cpu_path=True)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
-from test_kernels_selective_scan import ORDER, call, make_inputs
 
 from kernels import selective_scan
 from kernels.selective_scan import chunk
+from tests.kernels.kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
+from tests.kernels.test_selective_scan import ORDER, call, make_inputs
 
 pytestmark = pytest.mark.skipif(
     "chunk" not in fast_backends(cpu_path=False, chunked=True), reason="Triton needs CUDA or the interpreter"

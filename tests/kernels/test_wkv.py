@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_checks import (
+
+from kernels import WKVState, wkv, wkv_with_state
+from tests.kernels.kernel_checks import (
     assert_all_close,
     device_for,
     fast_backends,
@@ -12,8 +14,6 @@ from kernel_checks import (
     outputs_and_grads,
     slow_when_interpreted,
 )
-
-from kernels import WKVState, wkv, wkv_with_state
 
 BACKENDS = fast_backends(cpu_path=False)
 
