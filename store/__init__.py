@@ -5,13 +5,18 @@ metrics and change records JSON-able dicts. A generation is committed in one tra
 (:meth:`Store.commit_generation`), so a killed run resumes from its last committed
 generation with nothing lost and nothing doubled.
 
-The statuses a run, an evaluation and a lease can have are defined once, here:
-:data:`RUN_STATUSES`, :data:`EVALUATION_STATUSES`, :data:`LEASE_STATES`.
+The kinds of run and the statuses a run, an evaluation and a lease can have are defined
+once, here: :data:`RUN_KINDS`, :data:`RUN_STATUSES`, :data:`EVALUATION_STATUSES`,
+:data:`LEASE_STATES`.
+
+This file only re-exports. The package's own modules import each other by their full names
+(``import store.queries as queries``, ``from store.records import ...``), never through the
+package (``from store import ...``): this file imports them, so that would be a circle.
 """
 
 from store.ladder import LadderRankIn, LadderRankRecord
 from store.leases import LeaseLog
-from store.models import EVALUATION_STATUSES, LEASE_STATES, RUN_STATUSES
+from store.models import EVALUATION_STATUSES, LEASE_STATES, RUN_KINDS, RUN_STATUSES
 from store.records import (
     AncestryStep,
     ArchiveIn,
@@ -40,6 +45,7 @@ from store.store import Store
 __all__ = [
     "EVALUATION_STATUSES",
     "LEASE_STATES",
+    "RUN_KINDS",
     "RUN_STATUSES",
     "AncestryStep",
     "ArchiveIn",

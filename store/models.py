@@ -34,6 +34,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 RUN_STATUSES = ("running", "finished", "failed")
+#: What a run is: an evolutionary ``search`` (``evolve run``, whatever its strategy), or the
+#: training runs of ``evolve scale`` (a size ladder) and ``evolve ablate`` (an ablation).
+RUN_KINDS = ("search", "scale", "ablate")
 EVALUATION_STATUSES = ("ok", "invalid", "nan", "oom", "timeout", "crash")
 LEASE_STATES = ("running", "done", "expired", "lost", "cancelled")
 #: The ``schema_version`` row of every store Alembic manages, frozen: release 0.1 refuses a
@@ -89,10 +92,11 @@ class Base(DeclarativeBase):
 
 
 class Run(Base):
-    """One evolutionary run: its configuration, seed, task and how far it has committed.
+    """One run: its kind, configuration, seed, task and how far it has committed.
 
-    ``last_generation`` is the newest generation committed in full (-1: none yet); a
-    resumed run continues from it, and it never goes back.
+    ``kind`` is one of :data:`RUN_KINDS` (revision 0006; before it, scale and ablate runs
+    said so in their config's ``"kind"`` key). ``last_generation`` is the newest generation
+    committed in full (-1: none yet); a resumed run continues from it, and it never goes back.
     """
 
     __tablename__ = "runs"
@@ -100,6 +104,7 @@ class Run(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     created: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     status: Mapped[str] = mapped_column(String(16), default="running")
+    kind: Mapped[str] = mapped_column(String(16))  # search, scale or ablate (0006)
     config: Mapped[Any] = mapped_column(JSONText)
     seed: Mapped[int] = mapped_column(BigInteger)  # 63-bit derived seeds
     task: Mapped[str] = mapped_column(Text)

@@ -38,11 +38,23 @@ def run(session: Session, run_id: str) -> RunRecord | None:
     return None if row is None else _run_record(row, _evaluated(session, [run_id]))
 
 
-def runs(session: Session) -> list[RunRecord]:
-    """All runs, oldest first."""
-    rows = session.scalars(select(Run).order_by(Run.created, Run.id)).all()
+def runs(session: Session, kind: str | None = None) -> list[RunRecord]:
+    """All runs (of ``kind``, if given), oldest first."""
+    query = select(Run).order_by(Run.created, Run.id)
+    if kind is not None:
+        query = query.where(Run.kind == kind)
+    rows = session.scalars(query).all()
     counts = _evaluated(session, None)
     return [_run_record(row, counts) for row in rows]
+
+
+def newest_run(session: Session, kind: str | None = None) -> RunRecord | None:
+    """The run (of ``kind``, if given) created last; None when there is none."""
+    query = select(Run).order_by(Run.created.desc(), Run.id.desc()).limit(1)
+    if kind is not None:
+        query = query.where(Run.kind == kind)
+    row = session.scalars(query).first()
+    return None if row is None else _run_record(row, _evaluated(session, [row.id]))
 
 
 def _evaluated(session: Session, run_ids: list[str] | None) -> dict[str, int]:
@@ -57,6 +69,7 @@ def _run_record(row: Run, evaluated: dict[str, int]) -> RunRecord:
     return RunRecord(
         id=row.id,
         status=row.status,
+        kind=row.kind,
         created=row.created,
         seed=row.seed,
         task=row.task,

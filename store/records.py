@@ -159,8 +159,11 @@ class LeaseRecord:
 
 @dataclass(frozen=True)
 class RunRecord:
+    """A stored run; ``kind`` is one of :data:`store.RUN_KINDS` (search, scale, ablate)."""
+
     id: str
     status: str
+    kind: str
     created: datetime
     seed: int
     task: str

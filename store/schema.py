@@ -22,7 +22,7 @@ from sqlalchemy import Engine, func, inspect, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from store import transactions
+import store.transactions as transactions
 from store.engine import Engines
 from store.records import StoreError
 
@@ -62,7 +62,7 @@ def _has_runs(session: Session) -> bool:
 
 
 def _at_head(stored: tuple[str, ...]) -> bool:
-    from store import migrations
+    import store.migrations as migrations
 
     unknown = sorted(revision for revision in stored if not migrations.known(revision))
     if unknown:
@@ -77,7 +77,7 @@ def _upgrade(engine: Engine) -> None:
     from alembic import command
     from alembic.util import CommandError
 
-    from store import migrations
+    import store.migrations as migrations
 
     with migration_connection(engine) as connection:
         if _at_head(stored_revisions(connection)):

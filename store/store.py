@@ -21,11 +21,14 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from store import artifacts, commit, queries, transactions
-from store import ladder as ladder_rows
-from store import leases as lease_rows
+import store.artifacts as artifacts
+import store.commit as commit
+import store.ladder as ladder_rows
+import store.leases as lease_rows
+import store.queries as queries
+import store.transactions as transactions
 from store.engine import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
-from store.models import RUN_STATUSES, Run
+from store.models import RUN_KINDS, RUN_STATUSES, Run
 from store.records import (
     AncestryStep,
     ArchiveIn,
@@ -113,12 +116,16 @@ class Store:
 
     # -- runs ------------------------------------------------------------------------------
 
-    def create_run(self, config: dict[str, Any], seed: int, task: str) -> str:
-        """Record a new run (status 'running', nothing committed) and return its id."""
+    def create_run(self, config: dict[str, Any], seed: int, task: str, kind: str = "search") -> str:
+        """Record a new run (status 'running', nothing committed) and return its id.
+
+        ``kind`` is one of :data:`RUN_KINDS`: a ``search`` (``evolve run``), or the training
+        run of ``evolve scale`` or ``evolve ablate``."""
+        _check_kind(kind)
         run_id = uuid.uuid4().hex[:12]
 
         def work(session: Session) -> str:
-            session.add(Run(id=run_id, config=config, seed=seed, task=task))
+            session.add(Run(id=run_id, kind=kind, config=config, seed=seed, task=task))
             return run_id
 
         return self._write(work, "create_run")
@@ -126,9 +133,19 @@ class Store:
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._read(lambda session: queries.run(session, run_id), "get_run")
 
-    def list_runs(self) -> list[RunRecord]:
-        """All runs, oldest first."""
-        return self._read(queries.runs, "list_runs")
+    def list_runs(self, kind: str | None = None) -> list[RunRecord]:
+        """All runs, or those of ``kind`` (one of :data:`RUN_KINDS`), oldest first."""
+        if kind is not None:
+            _check_kind(kind)
+        return self._read(lambda session: queries.runs(session, kind), "list_runs")
+
+    def newest_run(self, kind: str | None = None) -> RunRecord | None:
+        """The run created last, or the last of ``kind`` (e.g. ``"search"``: the run a command
+        means when none is named); None when the store holds none. The last of
+        :meth:`list_runs` with the same ``kind``."""
+        if kind is not None:
+            _check_kind(kind)
+        return self._read(lambda session: queries.newest_run(session, kind), "newest_run")
 
     def resolve_run(self, prefix: str) -> str:
         """The id of the one run whose id is ``prefix`` or starts with it.
@@ -348,3 +365,8 @@ class Store:
         if state is not None:
             lease_rows.check_state(state)
         return self._read(lambda session: lease_rows.records(session, run_id, state), "leases")
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in RUN_KINDS:
+        raise StoreError(f"run kind must be one of {RUN_KINDS}, not {kind!r:.70}")

@@ -24,17 +24,17 @@ How to add a migration
 
            python -m store.migrations --url sqlite:////tmp/scratch.db upgrade head
            python -m store.migrations --url sqlite:////tmp/scratch.db \\
-               revision --autogenerate --rev-id 0005 -m "what changes and why"
+               revision --autogenerate --rev-id 0007 -m "what changes and why"
 
        Without ``--autogenerate`` (and without ``--url``) ``revision`` writes an empty
        revision to fill in by hand, e.g. for a data migration.
-    3. Read the new ``store/migrations/versions/0005_*.py``: write the docstring (why),
+    3. Read the new ``store/migrations/versions/0007_*.py``: write the docstring (why),
        check ``upgrade()`` and ``downgrade()``, keep literal values there (a migration must
        not import today's models: it describes the schema of its own day). Operations are
        rendered in batch mode (``with op.batch_alter_table(...)``) so that they also work
        on SQLite, which alters tables by copying them; the upgrade runs with SQLite's
        foreign keys off and checks them (``PRAGMA foreign_key_check``) before it commits.
-    4. ``pytest tests/store/test_store_migrations.py``: a store created through the
+    4. ``pytest tests/store/test_migrations.py``: a store created through the
        migrations must equal the models (no autogenerate diff), on SQLite and PostgreSQL,
        and the 0.1 fixture store must still upgrade and resume.
 

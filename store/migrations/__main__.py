@@ -17,7 +17,7 @@ from alembic.config import CommandLine
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
-from store import migrations
+import store.migrations as migrations
 from store.engine import describe, open_engines
 from store.records import StoreError
 from store.schema import migration_connection

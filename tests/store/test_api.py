@@ -8,6 +8,7 @@ from datetime import UTC
 import pytest
 
 from store import (
+    RUN_KINDS,
     ArchiveIn,
     EvaluationIn,
     IndividualIn,
@@ -41,6 +42,42 @@ def test_run_round_trip_and_listing(store: Store) -> None:
         store.set_run_status(first, "paused")
     with pytest.raises(StoreError):
         store.set_run_status("nope", "failed")
+
+
+def test_a_run_keeps_its_kind_and_runs_are_found_by_kind(store: Store) -> None:
+    search = store.create_run({"strategy": "random"}, seed=1, task="mqar")  # kind by default
+    scale = store.create_run({"ladder": {}}, seed=0, task="mqar", kind="scale")
+    ablate = store.create_run({"ablation": {}}, seed=0, task="mqar", kind="ablate")
+    later_search = store.create_run({}, seed=2, task="mqar", kind="search")
+
+    assert RUN_KINDS == ("search", "scale", "ablate")
+    assert {r.id: r.kind for r in store.list_runs()} == {
+        search: "search",
+        scale: "scale",
+        ablate: "ablate",
+        later_search: "search",
+    }
+    assert store.get_run(scale).kind == "scale"
+    assert [r.id for r in store.list_runs("search")] == [search, later_search]  # oldest first
+    assert [r.id for r in store.list_runs(kind="ablate")] == [ablate]
+    assert store.newest_run("search").id == later_search
+    assert store.newest_run("scale").id == scale
+    assert store.newest_run().id == later_search
+    assert store.newest_run("search") == store.list_runs("search")[-1]
+    with pytest.raises(StoreError, match="run kind"):
+        store.create_run({}, seed=0, task="mqar", kind="nsga2")  # a strategy, not a kind
+    with pytest.raises(StoreError, match="run kind"):
+        store.list_runs("ladder")
+    with pytest.raises(StoreError, match="run kind"):
+        store.newest_run("Search")
+    assert len(store.list_runs()) == 4  # the refused run was not created
+
+
+def test_a_store_without_runs_of_a_kind_has_no_newest(store: Store) -> None:
+    assert store.newest_run() is None
+    store.create_run({}, seed=0, task="mqar", kind="scale")
+    assert store.newest_run("search") is None and store.list_runs("search") == []
+    assert store.newest_run().kind == "scale"
 
 
 def test_generation_round_trip(store: Store, helpers) -> None:

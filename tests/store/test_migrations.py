@@ -38,7 +38,7 @@ from store.models import LEGACY_SCHEMA_VERSION, Base
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_0_1.db"
 RUN_ID = "15ea3469eb87"  # the one run in the fixture: task mqar, generations 0 and 1
-HEAD = "0005"
+HEAD = "0006"
 
 
 @pytest.fixture
@@ -67,6 +67,7 @@ def _tables(path: Path) -> set[str]:
 def test_the_revisions_are_a_line_ending_at_head() -> None:
     assert migrations.heads() == {HEAD}
     assert [s.revision for s in migrations.script().walk_revisions()] == [
+        "0006",
         "0005",
         "0004",
         "0003",
@@ -103,6 +104,7 @@ def test_release_0_1_store_upgrades_and_resumes_through_the_api(old_store: Path,
     with Store(url) as store:
         run = store.get_run(RUN_ID)
         assert (run.status, run.task, run.last_generation, run.evaluated) == ("finished", "mqar", 1, 8)
+        assert run.kind == "search"  # its config has no "kind" key: a search (revision 0006)
         members = store.population(RUN_ID)
         births = store.individuals(RUN_ID)
         assert len(members) == 4 and len(births) == 8
@@ -149,7 +151,7 @@ def test_release_0_1_store_resumes_through_the_cli(old_store: Path) -> None:
     url = f"sqlite:///{old_store}"
     with sqlite3.connect(old_store) as connection:
         earlier = connection.execute("SELECT id, genome_id FROM individuals ORDER BY id").fetchall()
-    command = [sys.executable, "-m", "evolution.cli", "run", "--resume", RUN_ID, "--generations", "2"]
+    command = [sys.executable, "-m", "evolution.cli.main", "run", "--resume", RUN_ID, "--generations", "2"]
     command += ["--workers", "1", "--quiet", "--json", "--store", url]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -242,3 +244,57 @@ def test_a_release_0_1_store_gains_the_stop_reason_and_keeps_its_runs(tmp_path: 
         assert run.stop_reason is None  # the column is new: old runs have none
         store.set_run_status(run.id, "finished", reason="evaluation budget spent")
         assert store.get_run(run.id).stop_reason == "evaluation budget spent"
+
+
+# -- runs.kind (revision 0006): backfilled from the config key of older stores ----------------
+
+#: Runs as programs before revision 0006 wrote them: the kind, if any, in the config.
+KEYED_RUNS = {
+    "0123456789ab": ({"kind": "scale", "ladder": {"genome_id": "ab" * 32}}, "scale"),
+    "123456789abc": ({"kind": "ablate", "individual": 3, "ablation": {"seeds": 2}}, "ablate"),
+    "23456789abcd": ({"strategy": "random", "rungs": [{"kind": "scale"}]}, "search"),  # nested: no kind
+}
+
+
+def _plant_keyed_runs(url: str, helpers) -> None:
+    insert = (
+        "INSERT INTO runs (id, created, status, config, seed, task, last_generation) "
+        "VALUES (:id, :created, 'finished', :config, 0, 'mqar', -1)"
+    )
+    helpers.execute_unchecked(
+        url,
+        [
+            (insert, {"id": run_id, "created": f"2027-01-0{n + 1} 00:00:00", "config": json.dumps(config)})
+            for n, (run_id, (config, _)) in enumerate(KEYED_RUNS.items())
+        ],
+    )
+
+
+def test_a_release_0_1_store_gains_the_run_kind_from_the_config_key(old_store: Path, helpers) -> None:
+    url = f"sqlite:///{old_store}"
+    _plant_keyed_runs(url, helpers)  # into the 0.1 schema, before any migration ran
+    with Store(url) as store:
+        kinds = {run.id: run.kind for run in store.list_runs()}
+        assert kinds == {RUN_ID: "search"} | {run_id: kind for run_id, (_, kind) in KEYED_RUNS.items()}
+        assert [run.id for run in store.list_runs("search")] == [RUN_ID, "23456789abcd"]
+        assert store.get_run("0123456789ab").config == KEYED_RUNS["0123456789ab"][0]  # key kept
+    assert _schema_diff(url) == []
+
+
+def test_the_run_kind_is_backfilled_on_each_backend_and_survives_a_downgrade(store_url: str, helpers) -> None:
+    assert migrations_main(["--url", store_url, "upgrade", "0005"]) == 0
+    _plant_keyed_runs(store_url, helpers)
+    with Store(store_url) as store:  # upgrades 0005 -> 0006
+        assert {run.id: run.kind for run in store.list_runs()} == {
+            run_id: kind for run_id, (_, kind) in KEYED_RUNS.items()
+        }
+        newer = store.create_run({"steps": 5}, seed=1, task="mqar", kind="ablate")  # no config key
+    assert migrations_main(["--url", store_url, "downgrade", "0005"]) == 0
+    # revision 0005's programs read the kind from the config: the downgrade wrote it there
+    text = helpers.scalar(store_url, f"SELECT config FROM runs WHERE id = '{newer}'")
+    assert json.loads(text) == {"kind": "ablate", "steps": 5}
+    with Store(store_url) as store:
+        assert store.get_run(newer).kind == "ablate"
+        assert store.get_run("0123456789ab").config == KEYED_RUNS["0123456789ab"][0]  # unchanged
+        assert [run.id for run in store.list_runs("scale")] == ["0123456789ab"]
+    assert _schema_diff(store_url) == []
