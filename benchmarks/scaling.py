@@ -47,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.scaling import LadderError  # noqa: E402
 from evaluation.tasks import get_task  # noqa: E402
+from evolution.cli.scale import counts  # noqa: E402
+from evolution.scale.ladder import Design  # noqa: E402
 from evolution.scale.search_ladder import compact_sizes  # noqa: E402
 from evolution.scale.train import (  # noqa: E402
     Budget,
@@ -58,8 +60,6 @@ from evolution.scale.train import (  # noqa: E402
     plan_summary,
     train_recorded,
 )
-from evolution.cli.scale import counts  # noqa: E402
-from evolution.scale.ladder import Design  # noqa: E402
 from genome import load_genome  # noqa: E402
 from phenotype import account  # noqa: E402
 from store import Store  # noqa: E402

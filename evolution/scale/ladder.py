@@ -14,13 +14,8 @@ A ladder keeps a genome's architecture and changes its size along one axis
 * ``regulatory``: the width (``hidden`` / ``width``) of every base in a regulatory region;
   refused for a genome without one.
 
-Widths change the way ``evolution.spaces.dogma.seeds.scale_down`` changes the presets: attention keeps its
-heads while ``d_model / 16`` allows (key-value heads the largest divisor of them) and its
-per-head width keeps its share of ``d_model``; ``hidden`` and ``width`` params keep their
-ratio to ``d_model`` (multiples of 8, at least 8); a RoPE base keeps its ratio to the context.
-A param that follows its kind's derivation rule at the genome's own width (an mlp's
-``hidden = 4·d_model``, ``head_dim = d_model / heads``, Mamba's ``dt_rank``) follows the rule at
-the new width. At its own width and depth the genome is unchanged but for the task's
+Widths and depths change by the one resize rule, `genome.resize` (`at_width`, `stacked`).
+At its own width and depth the genome is unchanged but for the task's
 vocabulary and context (``pinned``). The base shape is the genome's own; for a preset it is
 ``(32, 1)``, the smallest shape ``evolution.spaces.dogma.seeds`` gives the presets (depth ∝ width: its
 ``(64, 2)`` lies on the same line).
@@ -36,7 +31,6 @@ remain (``strict=False`` treats given targets so too).
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -44,7 +38,8 @@ from functools import cached_property
 from typing import Any
 
 from evaluation.scaling import LadderError
-from genome import KINDS, Genome, GenomeError
+from genome import Genome, GenomeError
+from genome.resize import SCALED, at_width, derived_table, stacked
 from genome.schema import MAX_WIDTH
 
 Doc = dict[str, Any]
@@ -55,7 +50,6 @@ DEFAULT_LOW, DEFAULT_RATIO, DEFAULT_RUNGS = 10_000, 50.0, 5
 PRESET_BASE = (32, 1)
 MAX_COPIES = 512  # genome.schema.PROMOTER's bound
 TOLERANCE = 2.0  # a target's nearest shape must lie within this factor
-_SCALED = ("hidden", "width")
 
 
 def width_grid(low: int = 16, high: int = MAX_WIDTH) -> Iterator[int]:
@@ -93,25 +87,6 @@ class Rung:
         }
 
 
-def _largest_divisor_at_most(n: int, limit: int) -> int:
-    return max(k for k in range(1, max(1, min(n, limit)) + 1) if n % k == 0)
-
-
-def _derived(kind: str, params: dict[str, Any], structural: dict[str, Any]) -> set[str]:
-    """The params of a canonical gene that equal what its kind's rule derives (default 0)."""
-    spec = KINDS[kind]
-    out = set()
-    for name, p in spec.params.items():
-        if p.type != "int" or p.default != 0 or not params.get(name):
-            continue
-        try:
-            if spec.derive({**params, name: 0}, structural)[name] == params[name]:
-                out.add(name)
-        except (ValueError, KeyError, ZeroDivisionError):
-            continue
-    return out
-
-
 @dataclass(frozen=True)
 class Design:
     """The genome a ladder resizes (module docstring): its canonical document, own width and
@@ -144,11 +119,7 @@ class Design:
     @cached_property
     def derived(self) -> list[list[set[str]]]:
         """Per region, per base: the params that follow their derivation rule."""
-        structural = self.doc["regions"][0]["settings"]
-        return [
-            [_derived(b["kind"], b["params"], structural) for b in r.get("bases", [])]
-            for r in self.doc["regions"]
-        ]
+        return derived_table(self.doc)
 
     @property
     def regulatory_widths(self) -> list[tuple[int, int, str]]:
@@ -158,66 +129,19 @@ class Design:
             for i, r in enumerate(self.doc["regions"])
             if r["type"] == "regulatory"
             for j, b in enumerate(r.get("bases", []))
-            for name in _SCALED
+            for name in SCALED
             if name in b["params"]
         ]
 
     def document(self, shape: Shape) -> Doc:
-        """The design's document at ``shape`` (module docstring)."""
-        doc = copy.deepcopy(self.doc)
-        regions = doc["regions"]
-        structural = regions[0]["settings"]
-        w, w0 = shape.width, self.width
-        if "rope_theta" in structural and self.pinned.get("max_len") and structural.get("max_len"):
-            theta = structural["rope_theta"] * self.pinned["max_len"] / structural["max_len"]
-            if self.pinned["max_len"] != structural["max_len"]:
-                structural["rope_theta"] = float(max(100.0, round(theta)))
-        structural.update(d_model=w, **self.pinned)
-        for r, derived in zip(regions, self.derived, strict=True):
-            for b, rule in zip(r.get("bases", []), derived, strict=True):
-                p = b["params"]
-                if w == w0:
-                    continue
-                if b["kind"] == "attention":
-                    heads = max(1, min(p["heads"], w // 16))
-                    kv = _largest_divisor_at_most(heads, p.get("kv_heads") or heads)
-                    head_dim = max(1, p["head_dim"] * w * p["heads"] // (w0 * heads))
-                    if structural.get("positions") == "rope" and head_dim % 2 and head_dim > 1:
-                        head_dim -= 1
-                    p.update(heads=heads, kv_heads=kv, head_dim=head_dim)
-                    continue
-                for name in p:
-                    if name in rule:
-                        p[name] = 0  # re-derived at the new width
-                    elif name in _SCALED:
-                        p[name] = max(8, int(p[name] * w / w0) // 8 * 8)
+        """The design's document at ``shape`` (module docstring; `genome.resize` has the rule)."""
+        doc = at_width(self.doc, shape.width, self.pinned, self.derived)
         if shape.gate is not None:
             for i, j, name in self.regulatory_widths:
-                regions[i]["bases"][j]["params"][name] = shape.gate
+                doc["regions"][i]["bases"][j]["params"][name] = shape.gate
         if shape.depth != self.depth:
-            doc["regions"] = self._stacked(regions, shape.depth)
+            doc = stacked(doc, shape.depth, self.depth)
         return doc
-
-    def _stacked(self, regions: list[Doc], depth: int) -> list[Doc]:
-        out: list[Doc] = []
-        ids = {r["id"] for r in regions}
-        for r in regions:
-            if r["type"] != "coding":
-                out.append(r)
-                continue
-            prev = out[-1] if out else None
-            own = prev["settings"].get("copies", 1) if prev and prev["type"] == "promoter" else 1
-            copies = max(1, round(own * depth / self.depth))
-            if prev is not None and prev["type"] == "promoter":
-                prev["settings"]["copies"] = copies
-            elif copies > 1:
-                pid = next(
-                    f"p{r['id']}{n or ''}" for n in range(len(ids) + 1) if f"p{r['id']}{n or ''}" not in ids
-                )
-                ids.add(pid)
-                out.append({"id": pid, "type": "promoter", "settings": {"copies": copies}})
-            out.append(r)
-        return out
 
     def genome(self, shape: Shape) -> Genome | None:
         """The genome at ``shape``; None where that shape is not a valid genome."""

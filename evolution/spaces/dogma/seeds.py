@@ -8,12 +8,12 @@ mamba-130m an attention-free Mamba stack.
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import Any
 
 from evolution.spaces.dogma.operators import random_base
 from genome import PRESETS, Genome, GenomeError
+from genome.resize import at_width, copies_at_most
 from phenotype import account
 
 Doc = dict[str, Any]
@@ -23,33 +23,12 @@ SEED_PRESETS = ("gpt2-small", "llama3-8b", "mamba-130m")
 
 
 def scale_down(doc: Doc, d_model: int, copies: int, pinned: dict[str, Any]) -> Doc:
-    """The same architecture at width `d_model` and `copies` copies of each coding region.
-
-    Per-head widths keep their ratio to the heads, hidden widths their ratio to d_model,
-    and a RoPE base its ratio to the context (`rope_theta * max_len / preset max_len`)."""
-    doc = copy.deepcopy(doc)
-    structural = doc["regions"][0]["settings"]
-    ratio = d_model / structural["d_model"]
-    if "rope_theta" in structural and "max_len" in pinned and structural.get("max_len"):
-        # RoPE's base scales with the context: the slowest rotation keeps its ratio to the
-        # longest context (Llama 3's 500k at 8k tokens would barely rotate over 64).
-        theta = structural["rope_theta"] * pinned["max_len"] / structural["max_len"]
-        structural["rope_theta"] = float(max(100.0, round(theta)))
-    structural.update(d_model=d_model, **pinned)
-    for r in doc["regions"]:
-        if r["type"] == "promoter":
-            r["settings"]["copies"] = min(r["settings"].get("copies", 1), copies)
-        for b in r.get("bases", []):
-            p = b.setdefault("params", {})
-            if b["kind"] == "attention":
-                heads = max(1, min(p.get("heads", 4), d_model // 16))
-                kv = p.get("kv_heads") or heads
-                p.update(heads=heads, kv_heads=max(1, min(kv, heads)), head_dim=d_model // heads)
-            elif "hidden" in p:
-                p["hidden"] = max(8, int(p["hidden"] * ratio) // 8 * 8)
-            elif b["kind"] == "mamba":
-                p["dt_rank"] = 0  # re-derived: ceil(d_model / 16)
-    return doc
+    """A preset's document at width `d_model` with at most `copies` copies of each coding
+    region, pinned to the task (`genome.resize`: the one rule ladders use too)."""
+    canonical = Genome.from_dict(doc).to_dict()
+    if "rope_theta" not in doc["regions"][0]["settings"]:  # the preset leaves RoPE's base at its default
+        canonical["regions"][0]["settings"].pop("rope_theta", None)
+    return copies_at_most(at_width(canonical, d_model, pinned), copies)
 
 
 def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int, tries: int = 50) -> Genome:
