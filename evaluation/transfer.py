@@ -7,8 +7,8 @@ would. :func:`rank_transfer` measures that over the candidates measured at both,
 equally long lists (``lower[i]`` and ``higher[i]`` belong to candidate ``i``; higher is
 better on both, or lower on both: rank correlation does not care which):
 
-- **Spearman's ρ** and **Kendall's τ-b** (ties handled), from ``scipy.stats.spearmanr``
-  and ``scipy.stats.kendalltau``;
+- **Spearman's ρ** (``spearman``: Pearson's r of ``scipy.stats.rankdata`` ranks) and
+  **Kendall's τ-b** (``scipy.stats.kendalltau``), ties handled;
 - each with a **bootstrap percentile interval** (``confidence``, default 95 %): the
   candidates are resampled with replacement ``resamples`` times (2000) with a fixed
   ``seed`` (0), so the same lists always give the same interval; the statistic of each
@@ -92,15 +92,15 @@ def rank_transfer(
     n = int(x.size)
     if n < MIN_PAIRS or _constant(x) or _constant(y):
         return RankTransfer(n)
-    spearman = _finite(stats.spearmanr(x, y).statistic)
+    rho = _finite(spearman(x, y))
     kendall = _finite(stats.kendalltau(x, y).statistic)
     if n < MIN_INTERVAL_PAIRS:
-        return RankTransfer(n, spearman, kendall=kendall)
+        return RankTransfer(n, rho, kendall=kendall)
     index = np.random.default_rng(seed).integers(n, size=(resamples, n))
     xs, ys = x[index], y[index]
     s_low, s_high = _percentile_interval(_spearman_rows(xs, ys), confidence)
     k_low, k_high = _percentile_interval(_kendall_rows(xs, ys), confidence)
-    return RankTransfer(n, spearman, s_low, s_high, kendall, k_low, k_high)
+    return RankTransfer(n, rho, s_low, s_high, kendall, k_low, k_high)
 
 
 def is_weak(spearman: float | None, threshold: float = WEAK_TRANSFER) -> bool:
@@ -126,6 +126,21 @@ def _percentile_interval(values: np.ndarray, confidence: float) -> tuple[float |
     tail = 100.0 * (1.0 - confidence) / 2.0
     low, high = np.percentile(defined, [tail, 100.0 - tail])
     return float(low), float(high)
+
+
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
+    """Spearman's ρ of two equally long sequences (ties get average ranks): Pearson's r of
+    the ranks; NaN when it is undefined (fewer than two values, a non-finite value, or either
+    side constant). The project's one Spearman: searches, reports and transfers use it.
+
+    Raises ``ValueError`` when the lengths differ."""
+    a = np.asarray(x, dtype=float).ravel()
+    b = np.asarray(y, dtype=float).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"the two sequences differ in length: {a.size} != {b.size}")
+    if a.size < 2 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        return math.nan
+    return float(_spearman_rows(a[None, :], b[None, :])[0])
 
 
 def _spearman_rows(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:

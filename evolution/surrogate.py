@@ -27,7 +27,6 @@ and `select_children` draws only from the `random.Random` it is given.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -158,32 +157,3 @@ def select_children(
     taken = set(chosen)
     rest = [i for i in range(n) if i not in taken]
     return chosen + rng.sample(rest, n_explore)
-
-
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 0..n-1, tied values sharing their average rank."""
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x), dtype=float)
-    ranks[order] = np.arange(len(x), dtype=float)
-    _, inverse = np.unique(x, return_inverse=True)
-    sums = np.bincount(inverse, weights=ranks)
-    counts = np.bincount(inverse)
-    return np.asarray((sums / counts)[inverse], dtype=float)
-
-
-def rank_correlation(predicted: Sequence[float] | np.ndarray, actual: Sequence[float] | np.ndarray) -> float:
-    """Spearman's rank correlation of two equally long sequences (ties get average ranks);
-    NaN when it is undefined (fewer than two values, a non-finite value, or either side
-    constant)."""
-    p = np.asarray(predicted, dtype=float).ravel()
-    a = np.asarray(actual, dtype=float).ravel()
-    if p.shape != a.shape:
-        raise ValueError(f"predicted and actual differ in length: {p.size} != {a.size}")
-    if p.size < 2 or not (np.all(np.isfinite(p)) and np.all(np.isfinite(a))):
-        return math.nan
-    rp, ra = _average_ranks(p), _average_ranks(a)
-    rp, ra = rp - rp.mean(), ra - ra.mean()
-    denominator = math.sqrt(float(rp @ rp) * float(ra @ ra))
-    if denominator == 0.0:
-        return math.nan
-    return float(rp @ ra) / denominator

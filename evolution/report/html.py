@@ -244,12 +244,12 @@ def _ladder_parts(summary: dict[str, Any]) -> list[str]:
 def _overall_rho(data: ReportData) -> float | None:
     import math
 
-    from evolution.surrogate import rank_correlation
+    from evaluation.transfer import spearman
 
     pairs = [b.low_high for b in data.births if b.low_high is not None]
     if len(pairs) < 3:
         return None
-    rho = rank_correlation([p[0] for p in pairs], [p[1] for p in pairs])
+    rho = spearman([p[0] for p in pairs], [p[1] for p in pairs])
     return None if math.isnan(rho) else rho
 
 

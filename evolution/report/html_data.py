@@ -21,12 +21,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evaluation.transfer import spearman
 from evolution.config import RunConfig
 from evolution.evaluating import Evaluator, quality_of, stored_result
 from evolution.policy import OperatorPolicy, outcome
 from evolution.scale.ladder_report import ladder_summary
 from evolution.spaces.registry import SPACES
-from evolution.surrogate import rank_correlation
 from evolution.types import individual_class
 from store import IndividualRecord, PolicyRecord, RunRecord, Store
 from store.models import Member
@@ -245,7 +245,7 @@ def collect(store: Store, run_id: str) -> ReportData:
         best_quality, best_metrics = max(scored, key=lambda qm: qm[0], default=(0.0, {}))
         tasks = sorted({t for _, m in scored for t in (m.get("per_task") or {})})
         pairs = [b.low_high for b in born if b.low_high is not None]
-        rho = rank_correlation([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else math.nan
+        rho = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else math.nan
         generations.append(
             Generation(
                 generation=g,

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from evaluation.transfer import spearman
 from evolution.spaces.dogma.features import dogma_features
 from evolution.spaces.dogma.seeds import scale_down
 from evolution.spaces.nb201 import CELL_PATHS, EDGES, OPS, CellGenome, nb201_features
-from evolution.surrogate import MIN_ROWS, Features, Surrogate, rank_correlation, select_children
+from evolution.surrogate import MIN_ROWS, Features, Surrogate, select_children
 from genome import PRESETS, Genome, preset
 
 
@@ -60,7 +61,7 @@ def test_surrogate_learns_a_synthetic_function() -> None:
     mean, std = Surrogate(seed=0).fit(train).predict([f for f, _ in test])
     assert mean.shape == std.shape == (200,)
     assert np.all(std >= 0) and np.all(np.isfinite(mean))
-    rho = rank_correlation(mean, [q for _, q in test])
+    rho = spearman(mean, [q for _, q in test])
     assert rho > 0.7, rho
 
 
@@ -144,18 +145,25 @@ def test_select_children_with_a_fitted_surrogate_picks_better_ones() -> None:
 
 
 # -- rank correlation -----------------------------------------------------------------------
-def test_rank_correlation() -> None:
-    assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert rank_correlation([1, 2, 3], [1, 9, 4]) == pytest.approx(0.5)  # monotone-invariant
+def test_spearman() -> None:
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [1, 9, 4]) == pytest.approx(0.5)  # monotone-invariant
     # ties share their average rank: Pearson of ranks (0.5, 0.5, 2, 3) and (0, 1, 2, 3)
     r = np.array([0.5, 0.5, 2, 3]) - 1.5
     expected = float(r @ (np.arange(4) - 1.5)) / math.sqrt(float(r @ r) * 5.0)
-    assert rank_correlation([1, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(expected)
-    assert math.isnan(rank_correlation([1, 1, 1], [1, 2, 3]))
-    assert math.isnan(rank_correlation([1], [1]))
+    assert spearman([1, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(expected)
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
+    assert math.isnan(spearman([1], [1]))
     with pytest.raises(ValueError):
-        rank_correlation([1, 2], [1, 2, 3])
+        spearman([1, 2], [1, 2, 3])
+    # against scipy's own implementation, ties included
+    from scipy import stats
+
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        x, y = rng.integers(0, 6, size=12), rng.normal(size=12)
+        assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
 
 
 # -- DOGMA features -------------------------------------------------------------------------
