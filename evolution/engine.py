@@ -24,6 +24,7 @@ from typing import Any
 
 from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
+from evaluation.transfer import spearman
 from evolution import assisted
 from evolution.config import RunConfig
 from evolution.evaluating import Evaluator, quality_of, stored_result
@@ -33,7 +34,6 @@ from evolution.selection import assign_rank_and_crowding, pareto_front
 from evolution.spaces.contract import Discard, Genotype, SearchSpace
 from evolution.spaces.registry import SPACES
 from evolution.strategies import make_strategy
-from evolution.surrogate import rank_correlation
 from evolution.transfer_audit import TransferAudit
 from evolution.types import Candidate, Event, GenerationReport, individual_class
 from store import (
@@ -143,9 +143,9 @@ class Engine:
         record = store.get_run(run_id)
         if record is None:
             raise KeyError(f"no run {run_id!r} in this store")
-        if record.config.get("kind") == "scale":  # its generations are points of a ladder
+        if record.kind == "scale":  # its generations are points of a ladder
             raise KeyError(f"run {run_id} is an evolve scale ladder, not a search: run evolve scale again")
-        if record.config.get("kind") == "ablate":  # its generations are trainings of variants
+        if record.kind == "ablate":  # its generations are trainings of variants
             raise KeyError(f"run {run_id} is an evolve ablate run, not a search: run evolve ablate again")
         config = RunConfig.from_dict({**record.config, **overrides})
         store.set_run_status(run_id, "running")
@@ -282,7 +282,7 @@ class Engine:
         ]
         if len(pairs) < 3:
             return None
-        rho = rank_correlation([p for p, _ in pairs], [q for _, q in pairs])
+        rho = spearman([p for p, _ in pairs], [q for _, q in pairs])
         return None if math.isnan(rho) else rho
 
     def _breed(

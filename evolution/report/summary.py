@@ -50,19 +50,18 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
         raise UsageError(f"no genome with id prefix {key}" + (f" in run {run_id}" if run_id else ""))
     if len(genomes) > 1:
         raise UsageError(f"genome-id prefix {key} is ambiguous: {len(genomes)} genomes start with it")
-    kinds = {r.id: r.config.get("kind") for r in store.list_runs()}
-    return max(matches, key=lambda m: (kinds.get(m.run_id) is None, m.id))
+    kinds = {r.id: r.kind for r in store.list_runs()}
+    return max(matches, key=lambda m: (kinds.get(m.run_id) == "search", m.id))
 
 
 def latest_run(store: Store) -> str:
     """The run a command means when none is named: the newest search (`evolve run`); the
     newest run of any kind (`evolve scale`, `evolve ablate` record theirs as runs too) only
     when the store holds no search."""
-    runs = store.list_runs()
-    if not runs:
+    run = store.newest_run("search") or store.newest_run()
+    if run is None:
         raise UsageError("the store holds no runs")
-    searches = [r for r in runs if "kind" not in r.config]
-    return max(searches or runs, key=lambda r: r.created).id
+    return run.id
 
 
 def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
