@@ -23,8 +23,9 @@ What "equal" compares:
 * a NAS-Bench-201 cell: each of its six edges is a region (`edge0:0->1`, as the
   operators' change records name them) whose form is its operation; cells have no bases.
 
-`blame` is a pure function over `Origin` records; `blame_individual` reads them from a
-store.
+The units are the space's own (`SearchSpace.units`: `DogmaSpace.units`, `NB201Space.units`),
+read in the space of the individual's run. `blame` is a pure function over `Origin` records;
+`blame_individual` reads them from a store.
 """
 
 from __future__ import annotations
@@ -34,27 +35,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evolution.spaces.contract import Unit as Region
+
 if TYPE_CHECKING:
     from store import IndividualRecord, Store
 
 _CUTS = re.compile(r"a\[:(\d+)\] \+ b\[(\d+):\]")
 _BASE_AT = re.compile(r"(?P<region>[^/]+)/(?P<index>\d+)")
-_CELL_EDGES = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))  # evolution.spaces.nb201.EDGES
-
-
-@dataclass(frozen=True)
-class Region:
-    """A region as blame compares it: its own form, its bases, and the edges into it."""
-
-    id: str
-    type: str
-    form: Any  # JSON-like: type and settings
-    bases: tuple[Any, ...] = ()
-    edges_in: tuple[tuple[str, str], ...] = ()  # (kind, source region id)
-
-    def base_label(self, index: int) -> str:
-        base = self.bases[index]
-        return f"{base['base']}:{base['kind']}" if isinstance(base, dict) else str(base)
 
 
 @dataclass(frozen=True)
@@ -72,38 +59,27 @@ class Origin:
         return next((r for r in self.regions if r.id == region_id), None)
 
 
-def regions_of(yaml_text: str) -> tuple[Region, ...]:
-    """The regions of a stored genome (DOGMA YAML, or a NAS-Bench-201 cell's)."""
-    if yaml_text.startswith("space: nb201"):
-        from evolution.spaces.nb201 import CellGenome
+def regions_of(yaml_text: str, space: str = "dogma") -> tuple[Region, ...]:
+    """The units of a stored genome of ``space``, as that space defines them."""
+    from evolution.spaces.registry import SPACES
 
-        ops = CellGenome.from_yaml(yaml_text).ops
-        return tuple(
-            Region(f"edge{k}:{src}->{dst}", "edge", ops[k]) for k, (src, dst) in enumerate(_CELL_EDGES)
-        )
-    from genome import Genome
-
-    doc = Genome.from_yaml(yaml_text).to_dict()
-    return tuple(
-        Region(
-            id=r["id"],
-            type=r["type"],
-            form={"type": r["type"], "settings": r.get("settings", {})},
-            bases=tuple(r.get("bases", ())),
-            edges_in=tuple(sorted((e["kind"], e["source"]) for e in doc["edges"] if e["target"] == r["id"])),
-        )
-        for r in doc["regions"]
-    )
+    return SPACES[space].units(yaml_text)
 
 
-def origin_of(record: IndividualRecord) -> Origin:
+def space_of(store: Store, record: IndividualRecord) -> str:
+    """The search space of the run ``record`` was born in (its config's ``space``)."""
+    run = store.get_run(record.run_id)
+    return str(run.config.get("space", "dogma")) if run is not None else "dogma"
+
+
+def origin_of(record: IndividualRecord, space: str = "dogma") -> Origin:
     return Origin(
         id=record.id,
         generation=record.generation,
         operator=record.operator,
         change=record.change if isinstance(record.change, dict) else None,
         parents=tuple(record.parents),
-        regions=regions_of(record.yaml),
+        regions=regions_of(record.yaml, space),
     )
 
 
@@ -227,16 +203,17 @@ def blame(individual_id: int, origins: Mapping[int, Origin]) -> list[dict[str, A
 
 def blame_individual(store: Store, record: IndividualRecord) -> dict[str, Any]:
     """`evolve blame`'s document: ``{"individual": id, "entries": [...]}`` (see `blame`)."""
+    space = space_of(store, record)
     ancestors = [step.individual_id for step in store.ancestry(record.id)]
-    origins = {r.id: origin_of(r) for r in store.individuals_by_id(ancestors)}
-    origins[record.id] = origin_of(record)
+    origins = {r.id: origin_of(r, space) for r in store.individuals_by_id(ancestors)}
+    origins[record.id] = origin_of(record, space)
     return {"individual": record.id, "entries": blame(record.id, origins)}
 
 
-def labels(record: IndividualRecord) -> dict[tuple[str, int | None], str]:
+def labels(record: IndividualRecord, space: str = "dogma") -> dict[tuple[str, int | None], str]:
     """What each entry is, for people: a region's type, a base's `T:attention`."""
     out: dict[tuple[str, int | None], str] = {}
-    for region in regions_of(record.yaml):
+    for region in regions_of(record.yaml, space):
         out[(region.id, None)] = region.type if region.type != "edge" else str(region.form)
         for index in range(len(region.bases)):
             out[(region.id, index)] = region.base_label(index)

@@ -100,7 +100,9 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
     from evolution.policy import top_operators
 
     credit = top_operators(store.policy(record.run_id), 10)
-    if record.yaml.startswith("space: nb201"):  # a table-space cell: no DOGMA accounting
+    from evolution.report.blame import space_of
+
+    if space_of(store, record) == "nb201":  # a table-space cell: no DOGMA accounting
         return _cell_audit(store, record, credit)
     genome = Genome.from_yaml(record.yaml)
     acct = account(genome)

@@ -41,6 +41,23 @@ class Genotype(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Unit:
+    """One part of a genome as `evolve blame` follows it through the lineage: a DOGMA region
+    (its bases by index, the edges into it as ``(kind, source id)``) or a NAS-Bench-201 edge.
+    ``form`` is what must be equal in a parent for the unit to be inherited unchanged."""
+
+    id: str
+    type: str
+    form: Any  # JSON-like
+    bases: tuple[Any, ...] = ()
+    edges_in: tuple[tuple[str, str], ...] = ()
+
+    def base_label(self, index: int) -> str:
+        base = self.bases[index]
+        return f"{base['base']}:{base['kind']}" if isinstance(base, dict) else str(base)
+
+
 @dataclass
 class Child:
     """A valid child genome (of any space), the operator that made it and what changed."""
@@ -95,6 +112,8 @@ class SearchSpace(Protocol):
     def mutate(self, genome: Any, op: str, rng: random.Random) -> Child: ...
     def crossover(self, a: Any, b: Any, rng: random.Random) -> Child: ...
     def parse(self, text: str) -> Genotype: ...
+    @classmethod
+    def units(cls, text: str) -> tuple[Unit, ...]: ...
     def key(self, genome: Any) -> str: ...
     def context(self, parent: Any, change: dict[str, Any] | None) -> str: ...
     def cost_metrics(self, genome: Any) -> dict[str, float]: ...

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evolution.spaces.contract import Child, Discard
+from evolution.spaces.contract import Child, Discard, Unit
 
 if TYPE_CHECKING:
     from evaluation.protocol import Pool
@@ -258,6 +258,13 @@ class NB201Space:
 
     def parse(self, text: str) -> CellGenome:
         return CellGenome.from_yaml(text)
+
+    @classmethod
+    def units(cls, text: str) -> tuple[Unit, ...]:
+        """Blame's units: the six edges (``edge0:0->1`` as the change records name them),
+        each with its operation as its form; cells have no bases."""
+        ops = CellGenome.from_yaml(text).ops
+        return tuple(Unit(f"edge{k}:{src}->{dst}", "edge", ops[k]) for k, (src, dst) in enumerate(EDGES))
 
     def key(self, genome: CellGenome) -> str:
         return genome.id

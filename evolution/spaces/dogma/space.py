@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from evolution.spaces.contract import Child
+from evolution.spaces.contract import Child, Unit
 from evolution.spaces.dogma.operators import MUTATIONS, vary
 from evolution.spaces.dogma.repair import repair
 from genome import Genome
@@ -87,6 +87,27 @@ class DogmaSpace:
 
     def parse(self, text: str) -> Genome:
         return Genome.from_yaml(text)
+
+    @classmethod
+    def units(cls, text: str) -> tuple[Unit, ...]:
+        """Blame's units: each region with its canonical bases and the edges into it."""
+        doc = Genome.from_yaml(text).to_dict()
+
+        def edges_in(region_id: str) -> tuple[tuple[str, str], ...]:
+            return tuple(sorted((e["kind"], e["source"]) for e in doc["edges"] if e["target"] == region_id))
+
+        return tuple(
+            Unit(
+                id=r["id"],
+                type=r["type"],
+                form={"type": r["type"], "settings": r.get("settings", {})},
+                bases=tuple(r.get("bases", ())),
+                edges_in=tuple(
+                    sorted((e["kind"], e["source"]) for e in doc["edges"] if e["target"] == r["id"])
+                ),
+            )
+            for r in doc["regions"]
+        )
 
     def key(self, genome: Genome) -> str:
         return genome.id

@@ -92,7 +92,7 @@ class Lineage:
             child.op if child else None,
             child.change if child else None,
             parents,
-            regions_of(genome.to_yaml()),
+            regions_of(genome.to_yaml(), "dogma" if isinstance(genome, Genome) else "nb201"),
         )
         return ident
 
@@ -239,7 +239,7 @@ def test_blame_of_a_cell_run_agrees_with_the_stored_lineage(nb201_store: str) ->
         records = {r.id: r for r in store.individuals(run.id)}
     children = [r for r in records.values() if r.parents]
     assert children
-    ops = {i: regions_of(r.yaml) for i, r in records.items()}
+    ops = {i: regions_of(r.yaml, "nb201") for i, r in records.items()}
     for record in children:
         code, out = cli("blame", str(record.id), "--json", "--store", nb201_store)
         assert code == 0
