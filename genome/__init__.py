@@ -6,7 +6,8 @@ content hash (`Genome.id`). This package imports nothing else of ours.
 
 Gene kinds: `genome.schema` holds the machinery (`KindSpec`, `register_kind`, `KINDS`),
 `genome.kinds` one module per built-in kind (its params, defaults and derivations),
-registered when this package is imported.
+registered when this package is imported. `genome.formats` says what a kind name means in
+each document format (`dogma: 1`, `dogma: 2`): format 2 renamed two kinds and moved no id.
 """
 
 from genome import kinds as _kinds  # noqa: F401  (registers the built-in gene kinds)

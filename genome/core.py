@@ -5,6 +5,10 @@ so two genomes that build the same model have the same canonical YAML and the sa
 (sha256 of that YAML). Construct genomes through `Genome.from_dict` / `from_yaml`, which
 validate; the dataclasses themselves do no checking.
 
+Documents come in formats (`genome.formats`): `to_dict` writes the current one (format 2,
+the names of `KINDS`), the canonical YAML stays in format 1, so that every id and every
+stored text stays what it was.
+
 The regulatory graph is `regions` (nodes, in order) and `edges`. Validation makes every
 edge point downstream, so the region order is a topological order of that graph (no cycle
 can form) and the order the phenotype runs in: nothing needs a graph library.
@@ -16,6 +20,8 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+
+from genome.formats import CANONICAL_FORMAT, FORMAT, name_of
 
 
 @dataclass(frozen=True)
@@ -77,8 +83,9 @@ class Genome:
     edges: tuple[Edge, ...] = field(default=())
 
     # -- views ---------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """The canonical document (what is hashed and stored)."""
+    def to_dict(self, version: int = FORMAT) -> dict[str, Any]:
+        """The document in format `version` (default: the current one, whose kind names are
+        those of `KINDS`); every default filled in, so it reads back to this genome."""
         regions = []
         for r in self.regions:
             doc: dict[str, Any] = {"id": r.id, "type": r.type}
@@ -86,19 +93,21 @@ class Genome:
                 doc["settings"] = dict(r.settings)
             else:
                 doc["bases"] = [
-                    {"base": b.type, "kind": b.gene.kind, "params": dict(b.gene.params)} for b in r.bases
+                    {"base": b.type, "kind": name_of(b.gene.kind, version), "params": dict(b.gene.params)}
+                    for b in r.bases
                 ]
             regions.append(doc)
         return {
-            "dogma": 1,
+            "dogma": version,
             "regions": regions,
             "edges": [{"source": e.source, "target": e.target, "kind": e.kind} for e in self.edges],
         }
 
     def to_yaml(self) -> str:
+        """The canonical YAML (what is hashed, stored and exported): the format-1 document."""
         from genome.yaml_io import dump_yaml
 
-        return dump_yaml(self.to_dict())
+        return dump_yaml(self.to_dict(CANONICAL_FORMAT))
 
     @cached_property
     def id(self) -> str:

@@ -235,7 +235,11 @@ def rwkv4_169m() -> dict[str, Any]:
 def dogma() -> dict[str, Any]:
     """The DOGMA stack: four-path DNA compute blocks under regulation. A regulatory region
     (a gate and an allosteric router) expresses 6 copies of (DNA block, epigenetic memory,
-    expression folder), then 2 copies of (strand attention, TetraMemory, expression folder)."""
+    expression folder), then 2 copies of (strand attention, TetraMemory, expression folder).
+    TetraMemory is the chapter's volumetric `tetra` (the causal cube's 8 bonds at 2 scales,
+    the least rounds that cover the 4096-token context: 8); until genome format 2 it was the
+    fixed-reach `tetra_reach` (window 2, stride 8, 2 levels, 2 rounds: 128 tokens back), under
+    the id 407d012b95f1…"""
     return {
         "regions": [
             {
@@ -287,7 +291,7 @@ def dogma() -> dict[str, Any]:
                 "type": "coding",
                 "bases": [
                     {"base": "T", "kind": "strand_attention", "params": {"heads": 8}},
-                    {"base": "A", "kind": "tetra", "params": {"window": 2, "stride": 8, "levels": 2}},
+                    {"base": "A", "kind": "tetra", "params": {"neighbours": 8, "scales": 2}},
                     {"base": "G", "kind": "expression", "params": {"hidden": 1536}},
                 ],
             },
@@ -309,7 +313,7 @@ def dogma_byte() -> dict[str, Any]:
         regulation gate + allosteric router                  (regulatory region r<i>)
         strand attention -> expression folder                (coding region e<i>, activated by r<i>)
 
-    TetraMemory is the volumetric `tetra_mesh` (the causal cube's 8 bonds at 2 scales, the
+    TetraMemory is the volumetric `tetra` (the causal cube's 8 bonds at 2 scales, the
     least rounds that cover the context: 4). Sizes follow the chapter's parameter allocation
     where our blocks can: per block, DNA compute 5.52M (88.3M / 16; 64 reactions, 32 species
     per automaton channel, 8 lanes of the 4 nucleotides), the regulation gate with its edge
@@ -340,7 +344,7 @@ def dogma_byte() -> dict[str, Any]:
         }
     ]
     edges: list[dict[str, Any]] = []
-    tetra = {"base": "A", "kind": "tetra_mesh", "params": {"neighbours": 8, "scales": 2}}
+    tetra = {"base": "A", "kind": "tetra", "params": {"neighbours": 8, "scales": 2}}
     dna = {
         "base": "T",
         "kind": "dna",

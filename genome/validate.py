@@ -14,6 +14,9 @@ Rules:
   every edge points downstream, so no edge set can form a cycle: the genome's region order
   is a topological order of its regulatory graph, and the order the phenotype runs in.
 
+Kind names are read in the document's format (`dogma: 1` or `2`, 2 when absent;
+`genome.formats`): in format 1 `tetra` is the fixed-reach TetraMemory (`tetra_reach`).
+
 Params written as 0 ("derive") are resolved against the structural settings by the kind's
 own `KindSpec.derive` (`genome.kinds`), so that two spellings of one architecture have one
 canonical form and one id; cross-field checks run there too.
@@ -26,6 +29,7 @@ from typing import Any
 
 from genome.core import Base, Edge, Gene, Genome, Region
 from genome.errors import GenomeError
+from genome.formats import FORMAT, FORMATS, kind_named
 from genome.schema import (
     BASE_TYPES,
     EDGE_KINDS,
@@ -59,13 +63,14 @@ def _settings(raw: Any, specs: dict[str, ParamSpec], what: str) -> tuple[tuple[s
         raise GenomeError(f"{what}: {e}") from None
 
 
-def _base(raw: Any, where: str, region_type: str) -> Base:
+def _base(raw: Any, where: str, region_type: str, version: int) -> Base:
     raw = _mapping(raw, where, {"base", "kind", "params"})
-    btype, kind = raw.get("base"), raw.get("kind")
+    btype, name = raw.get("base"), raw.get("kind")
     if btype not in BASE_TYPES:
         raise GenomeError(f"{where}: unknown base type {btype!r:.20} (expected A, T, C or G)")
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise GenomeError(f"{where}: unknown kind {kind!r:.40}")
+    kind = kind_named(name, version) if isinstance(name, str) else None
+    if kind is None or kind not in KINDS:
+        raise GenomeError(f"{where}: unknown kind {name!r:.40}")
     spec = KINDS[kind]
     if btype not in spec.bases:
         raise GenomeError(
@@ -73,15 +78,25 @@ def _base(raw: Any, where: str, region_type: str) -> Base:
         )
     if region_type not in spec.regions:
         raise GenomeError(f"{where}: kind {kind!r} cannot live in a {region_type} region")
-    params = _settings(raw.get("params"), spec.params, f"{where} {kind}")
+    try:
+        params = _settings(raw.get("params"), spec.params, f"{where} {kind}")
+    except GenomeError as e:
+        if name == "tetra" and version != 1 and "unknown field" in str(e):
+            raise GenomeError(
+                f"{e} (`tetra` is the volumetric mesh since genome format 2: the fixed-reach "
+                "TetraMemory is `tetra_reach`, or mark a format-1 document `dogma: 1`)"
+            ) from None
+        raise
     return Base(btype, Gene(kind, params))
 
 
 def parse_document(doc: Any) -> Genome:
     """Validate a plain-data genome document; return the canonical `Genome`."""
     doc = _mapping(doc, "genome", {"dogma", "regions", "edges"})
-    if doc.get("dogma", 1) != 1:
+    version = doc.get("dogma", FORMAT)
+    if isinstance(version, bool) or version not in FORMATS:
         raise GenomeError(f"unsupported genome format version {doc.get('dogma')!r:.20}")
+    version = int(version)  # 1.0 reads as 1, as it always has
     raw_regions = doc.get("regions")
     if not isinstance(raw_regions, list) or not raw_regions:
         raise GenomeError("genome needs a non-empty list of regions")
@@ -112,7 +127,7 @@ def parse_document(doc: Any) -> Genome:
         raw_bases = raw.get("bases")
         if not isinstance(raw_bases, list) or not raw_bases:
             raise GenomeError(f"{where}: needs a non-empty list of bases")
-        bases = tuple(_base(b, f"{where} base {j}", rtype) for j, b in enumerate(raw_bases))
+        bases = tuple(_base(b, f"{where} base {j}", rtype, version) for j, b in enumerate(raw_bases))
         if rtype == "regulatory" and any(b.type != "C" for b in bases):
             raise GenomeError(f"{where}: a regulatory region holds C bases only")
         regions.append(Region(rid, rtype, bases=bases))

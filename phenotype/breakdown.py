@@ -2,7 +2,7 @@
 
 `breakdown(genome, seq_len, batch)` splits `phenotype.account`'s totals into components,
 one per block family (every gene kind is one family, named as the DOGMA chapter names its
-components where it has one; `tetra` and `tetra_mesh` are both TetraMemory) plus the parts
+components where it has one; `tetra` and `tetra_reach` are both TetraMemory) plus the parts
 outside the blocks:
 
     Token embedding   V·D                      Positions      max_len·D (learned only)
@@ -45,7 +45,7 @@ OUTSIDE_BLOCKS = (EMBEDDING, POSITIONS, NORMS, LOOPS, HEAD)
 
 FAMILIES = {
     "tetra": "TetraMemory",
-    "tetra_mesh": "TetraMemory",
+    "tetra_reach": "TetraMemory",
     "dna": "DNA compute",
     "gate": "Regulation gate",
     "strand_attention": "Strand attention",

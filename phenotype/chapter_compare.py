@@ -46,7 +46,7 @@ def _why(line: int, cfg: ModelConfig) -> str:
     gate = _first(cfg, GateConfig).hidden
     folder = _first(cfg, ExpressionConfig).hidden
     return {
-        332: "our TetraMemory (tetra_mesh) is three d x d projections shared by all its rounds, a "
+        332: "our TetraMemory (tetra) is three d x d projections shared by all its rounds, a "
         "decay per channel and a bias per scale; no form of it holds the chapter's share at d = 512",
         356: "the formula counts the face ops only, none of the q, v and output projections",
         357: f"the chapter's CRN term B x T x 64 x 32 is {si(BATCH * SEQ_LEN * 64 * 32)}; it counts the "

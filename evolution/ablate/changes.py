@@ -23,10 +23,10 @@ earlier change is kept with ``genome`` None and the reason. The changes, in this
   and a pointwise gated pairing, not nothing.
 * ``c1.dna→gru`` — the four paths replaced by one recurrent path, a GRU whose ``hidden``
   gives the nearest parameter count.
-* ``c1.tetra→attention`` (``tetra_mesh`` too) — TetraMemory replaced by the causal softmax
+* ``c1.tetra→attention`` (``tetra_reach`` too) — TetraMemory replaced by the causal softmax
   attention gene nearest its size (heads, key-value heads, head_dim: ``attention_options``;
-  ``tetra``'s q, k, v, o projections of d × d are 4-head attention's), on a T base (attention
-  sits on T only).
+  ``tetra_reach``'s q, k, v, o projections of d × d are 4-head attention's, ``tetra``'s three
+  (q, v, o) take grouped or narrower heads), on a T base (attention sits on T only).
 
 Size matching: a replacement's block (one copy, ``BlockConfig.num_params``) must lie within
 ``MATCH_TOLERANCE`` of the block it replaces, else the change is skipped and says by how
@@ -56,8 +56,8 @@ DNA_PATHS: dict[str, tuple[dict[str, int], str]] = {
 ATTENTION_HEADS = (4, 2, 8, 1, 16)
 TETRA_KINDS = (
     "tetra",
-    "tetra_mesh",
-)  # TetraMemory's kinds: each replaced by attention  # tried in this order until one fits the width
+    "tetra_reach",
+)  # TetraMemory's kinds (the mesh, the fixed reach): each replaced by attention
 
 
 @dataclass(frozen=True)

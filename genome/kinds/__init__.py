@@ -10,7 +10,9 @@ The block a kind decodes to lives in `phenotype.blocks`: its config class names 
 of the spec, without defaults of its own (`BlockConfig.of` fills them from this spec).
 
 `BUILT_IN` names the kinds' modules (module name = kind name) in registration order, the
-order of `KINDS`; seeded searches draw kinds in that order, so a new kind is appended.
+order of `KINDS`; seeded searches draw kinds in that order, so a new kind is appended and a
+renamed kind keeps its place (`genome.formats`: format 2's `tetra_reach` and `tetra` sit
+where format 1's `tetra` and `tetra_mesh` did, so a seeded search draws what it drew).
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ BUILT_IN = (
     "strand_attention",
     "expression",
     "epigenetic",
-    "tetra",
+    "tetra_reach",  # format 1's `tetra` (genome.formats), in its place
     "allosteric",
-    "tetra_mesh",
+    "tetra",  # the volumetric mesh, format 1's `tetra_mesh`, in its place
 )
 
 for _module in BUILT_IN:

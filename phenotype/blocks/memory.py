@@ -1,4 +1,6 @@
-"""DOGMA memories: epigenetic memory (carried across blocks and chunks) and TetraMemory.
+"""DOGMA memories: epigenetic memory (carried across blocks and chunks) and the fixed-reach
+TetraMemory (gene kind `tetra_reach`; the chapter's volumetric one, `tetra`, is
+`blocks.tetra_mesh`).
 
 Epigenetic memory — M "marks" per token, read and written through gates:
 
@@ -13,16 +15,17 @@ per width), and m carries them across chunks of a sequence (the `step` state, M 
 The temporal carry is a diagonal linear recurrence (`kernels.gated_linear_recurrence`, one
 1 x 1 state per mark).
 
-TetraMemory — tokens sit on a causal tetrahedral mesh: token t is bonded to itself, to its
-local window t-1..t-w and to strided "face" neighbours t-b^1, ..., t-b^ℓ (stride b,
-ℓ levels), K = |offsets| neighbours, all in the past. R rounds of message passing, weights
+Fixed-reach TetraMemory — token t is bonded to itself, to its local window t-1..t-w and to
+strided "face" neighbours t-b^1, ..., t-b^ℓ (stride b, ℓ levels), K = |offsets| neighbours,
+all in the past. R rounds of message passing, weights
 shared across rounds, with a learned bond strength β_{r,o} per round and offset:
 
     α_{t,o} = softmax_o(q_t·k_{t-o} / √D + β_{r,o})       (offsets with t - o < 0 masked)
     h^r_t = h^{r-1}_t + (Σ_o α_{t,o} v_{t-o}) W_o,      [q, k, v] = h^{r-1} [W_q, W_k, W_v]
     y_t = h^R_t - x_t        (h^0 = x; the residual layer adds x back)
 
-O(T·K·D) per round instead of attention's O(T²·D). Inference keeps, per round, the last
+O(T·K·D) per round instead of attention's O(T²·D). Its reach is fixed: the output at t hears
+t - s only for s ≤ R·max(offsets), whatever the context. Inference keeps, per round, the last
 max(offsets) inputs of that round: R·max(offsets)·D state elements.
 """
 
@@ -140,14 +143,14 @@ class EpigeneticMemory(Mixer[EpigeneticConfig]):
 
 
 @dataclass(frozen=True)
-class TetraConfig(BlockConfig, kind="tetra", role="sequence"):
+class TetraReachConfig(BlockConfig, kind="tetra_reach", role="sequence"):
     window: int  # local neighbours t-1..t-w
     stride: int  # face neighbours t - stride^j
     levels: int  # j = 1..levels
     rounds: int  # message-passing rounds (shared weights)
 
-    def build(self) -> TetraMemory:
-        return TetraMemory(self)
+    def build(self) -> TetraReach:
+        return TetraReach(self)
 
     @property
     def offsets(self) -> tuple[int, ...]:
@@ -167,10 +170,10 @@ class TetraConfig(BlockConfig, kind="tetra", role="sequence"):
         return self.rounds * max(self.offsets) * self.d_model
 
 
-class TetraMemory(Mixer[TetraConfig]):
+class TetraReach(Mixer[TetraReachConfig]):
     offset: torch.Tensor  # the bond offsets (K,), a buffer
 
-    def __init__(self, cfg: TetraConfig):
+    def __init__(self, cfg: TetraReachConfig):
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model

@@ -1,4 +1,5 @@
-"""Volumetric TetraMemory (gene kind `tetra_mesh`): tokens on a causal 3-D tetrahedral mesh.
+"""Volumetric TetraMemory (gene kind `tetra`, format 1's `tetra_mesh`): tokens on a causal
+3-D tetrahedral mesh, the DOGMA chapter's TetraMemory (§15.6).
 
 **Embedding.** Position t is the lattice site (x, y, z) = (t mod L, ⌊t/L⌋ mod L, ⌊t/L²⌋) of
 a cube of side L = ⌈max_len^{1/3}⌉ (positions fill it in causal, raster order, x fastest),
@@ -55,11 +56,11 @@ from phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_d
 # Backward bond vectors in the order sites keep them (after the site itself).
 BONDS = ((1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 1), (1, 1, 0), (0, 1, 1), (1, 0, 1))
 CORNERS = tuple((a, b, c) for c in (0, 1) for b in (0, 1) for a in (0, 1))
-_STEP_FACTOR = {4: 3, 5: 2, 6: 2, 7: 2, 8: 1}  # as genome.kinds.tetra_mesh.STEP_FACTOR
+_STEP_FACTOR = {4: 3, 5: 2, 6: 2, 7: 2, 8: 1}  # as genome.kinds.tetra.STEP_FACTOR
 
 
 def mesh_side(max_len: int) -> int:
-    """L = ⌈max_len^{1/3}⌉ (as genome.kinds.tetra_mesh.mesh_side)."""
+    """L = ⌈max_len^{1/3}⌉ (as genome.kinds.tetra.mesh_side)."""
     side = max(1, round(max_len ** (1 / 3)))
     while side**3 < max_len:
         side += 1
@@ -69,7 +70,7 @@ def mesh_side(max_len: int) -> int:
 
 
 def mesh_rounds(neighbours: int, scales: int, reach: float, max_len: int) -> int:
-    """Propagation rounds (as genome.kinds.tetra_mesh.propagation_rounds)."""
+    """Propagation rounds (as genome.kinds.tetra.propagation_rounds)."""
     if reach == 0:
         side = mesh_side(max_len)
         return max(1, _STEP_FACTOR[neighbours] * ((side - 1) // 2 ** (scales - 1) + scales - 1))
@@ -83,7 +84,7 @@ def lattice_offset(vector: tuple[int, int, int], side: int) -> int:
 
 
 @dataclass(frozen=True)
-class TetraMeshConfig(BlockConfig, kind="tetra_mesh", role="sequence"):
+class TetraMeshConfig(BlockConfig, kind="tetra", role="sequence"):
     neighbours: int  # k bonds per site, itself included
     scales: int  # S mesh scales (spacing 1, 2, ..., 2^{S-1})
     reach: float  # c: rounds = ⌈c·max_len^{1/3}⌉, 0 = just enough to cover the prefix

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import torch
-from phenotype_helpers import genome_doc
 
 from genome import Genome
 from phenotype import model_config
 from phenotype.blocks.attention import AttentionConfig, alibi_slopes
+from tests.phenotype.phenotype_helpers import genome_doc
 
 
 def _reference(att, x, window=0, slopes=None):

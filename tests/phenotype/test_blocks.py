@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import torch
-from phenotype_helpers import block_config, counted_flops, kernels_unseen, state_elements
 
 from genome import KINDS
 from phenotype import REGISTRY
+from tests.phenotype.phenotype_helpers import block_config, counted_flops, kernels_unseen, state_elements
 
 # Variants beyond each kind's defaults: (kind, params, structural overrides).
 VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
@@ -47,10 +47,10 @@ VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("dna", {"reactions": 4, "depth": 3, "lanes": 1}, {}),  # a strand-displacement cascade
     ("strand_attention", {"heads": 4, "kv_heads": 2, "window": 6, "scales": 2}, {"positions": "alibi"}),
     ("expression", {"hidden": 20, "activation": "silu"}, {"bias": True}),
-    ("tetra", {"window": 1, "stride": 3, "levels": 2, "rounds": 3}, {"bias": True}),
-    ("tetra", {"window": 0, "levels": 1, "rounds": 1}, {}),
-    ("tetra_mesh", {"neighbours": 5, "scales": 3}, {"bias": True}),
-    ("tetra_mesh", {"neighbours": 4, "scales": 1, "reach": 3.0}, {}),
+    ("tetra_reach", {"window": 1, "stride": 3, "levels": 2, "rounds": 3}, {"bias": True}),
+    ("tetra_reach", {"window": 0, "levels": 1, "rounds": 1}, {}),
+    ("tetra", {"neighbours": 5, "scales": 3}, {"bias": True}),
+    ("tetra", {"neighbours": 4, "scales": 1, "reach": 3.0}, {}),
     ("rglru", {"width": 8, "heads": 8}, {}),
 ]
 
@@ -141,10 +141,9 @@ def test_regulatory_contract(kind, monkeypatch):
     """Regulatory kinds act between regions, so they are checked in a small model: the
     regulated region's output stays causal, recurrent decoding equals the forward pass,
     every parameter learns, and accounting equals the module."""
-    from phenotype_helpers import genome_doc
-
     from genome import Genome
     from phenotype import account, decode
+    from tests.phenotype.phenotype_helpers import genome_doc
 
     doc = genome_doc(
         [

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import torch
-from phenotype_helpers import kernels_unseen
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from evolution.operators import MUTATIONS, Discard
-from evolution.seeds import scale_down
-from evolution.space import DogmaSpace
+from evolution.spaces.contract import Discard
+from evolution.spaces.dogma.operators import MUTATIONS
+from evolution.spaces.dogma.seeds import scale_down
+from evolution.spaces.dogma.space import DogmaSpace
 from genome import PRESETS, Genome, preset
 from phenotype import account, decode, model_config
 from phenotype.accounting import state_elements
@@ -35,6 +35,7 @@ from phenotype.chapter_table import (
 )
 from phenotype.config import CodingStage, RegulatoryStage
 from phenotype.model import DogmaModel
+from tests.phenotype.phenotype_helpers import kernels_unseen
 
 PINNED = {"vocab": 61, "max_len": 64}
 
@@ -43,7 +44,7 @@ def _base(b: str, kind: str, **params: Any) -> dict[str, Any]:
     return {"base": b, "kind": kind, "params": params}
 
 
-MEMORY = [_base("T", "tetra", rounds=2), _base("A", "epigenetic", slots=6)]
+MEMORY = [_base("T", "tetra_reach", rounds=2), _base("A", "epigenetic", slots=6)]
 # Every model-level part at once: learned positions, the embeddings' norm, an untied head, a
 # regulatory cascade, a represses edge, an allosteric router, a loop, a shared region, a
 # mixture of experts.
@@ -257,7 +258,7 @@ def test_dogma_byte_follows_the_chapter_layout_and_builds_with_the_breakdown_cou
     coding = [st for st in cfg.stages if isinstance(st, CodingStage)]
     block_kinds = [tuple(layer.block.kind for layer in st.layers) for st in coding]
     memory, expression = block_kinds[0], block_kinds[1]
-    assert memory == ("tetra_mesh", "dna", "epigenetic")
+    assert memory == ("tetra", "dna", "epigenetic")
     assert expression == ("strand_attention", "expression")
     assert block_kinds == [memory, expression] * 16
     regulatory = [st for st in cfg.stages if isinstance(st, RegulatoryStage)]
@@ -299,7 +300,7 @@ def test_dogma_byte_prints_as_the_chapter_but_for_tetramemory_and_says_why():
     rows = allocation(breakdown(genome, seq_len=512), cfg)
     differ = [r.component for r in rows if r.sentence]
     assert differ == ["TetraMemory", "Norms", "Total"]
-    assert "tetra_mesh" in rows[1].sentence and "0.37x" in rows[1].sentence
+    assert "(tetra)" in rows[1].sentence and "0.37x" in rows[1].sentence
     flops = per_block_flops(breakdown(genome, seq_len=512, batch=4), cfg)
     assert flops is not None and all(r.sentence for r in flops)  # every figure differs
     by_line = {r.line: r for r in flops}

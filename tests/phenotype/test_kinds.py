@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from phenotype_helpers import genome_doc
 from torch import nn
 
 from genome import KINDS, Genome, GenomeError, KindSpec, register_kind
@@ -22,6 +21,7 @@ from genome.kinds import BUILT_IN
 from genome.schema import MAX_WIDTH, integer
 from phenotype import REGISTRY, account, decode
 from phenotype.blocks.base import BlockConfig, Mixer, linear_params
+from tests.phenotype.phenotype_helpers import genome_doc
 
 
 def _derive_toy(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from phenotype_helpers import counted_flops, kernels_unseen, state_elements
 
 from genome import PRESETS, Genome, preset
 from phenotype import account, decode
 from phenotype.accounting import state_elements as analytic_state
+from tests.phenotype.phenotype_helpers import counted_flops, kernels_unseen, state_elements
 
 STRUCTURAL = {"d_model": 32, "vocab": 61, "max_len": 64, "positions": "rope"}
 
@@ -97,7 +97,7 @@ MIXED_B = {
                 _base("T", "mla", heads=2, q_rank=8, kv_rank=8, rope_dim=4),
                 _base("G", "expression", hidden=24),
                 _base("T", "strand_attention", heads=2, scales=2),
-                _base("A", "tetra", window=1, stride=2, levels=2, rounds=2),
+                _base("A", "tetra_reach", window=1, stride=2, levels=2, rounds=2),
                 _base("T", "s4", d_state=4),
                 _base("T", "lstm", hidden=12),
                 _base("T", "gru", hidden=10),

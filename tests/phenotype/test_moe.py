@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
-from phenotype_helpers import genome_doc
 
 from genome import Genome
 from phenotype import decode
 from phenotype.blocks.moe import MoEConfig, load_balancing_loss
+from tests.phenotype.phenotype_helpers import genome_doc
 
 
 def test_balancing_loss_is_top_k_under_uniform_routing_and_experts_under_collapse():

@@ -95,6 +95,11 @@ def test_dogma_preset_is_a_regulated_dna_stack():
     cfg = model_config(preset("dogma"))
     kinds = [type(layer.block).__name__ for st in cfg.stages if hasattr(st, "layers") for layer in st.layers]
     assert kinds.count("DNAConfig") == 6 and kinds.count("EpigeneticConfig") == 6
+    # the chapter's volumetric TetraMemory (format 2's `tetra`), 8 rounds cover 4096 tokens
+    blocks = [layer.block for st in cfg.stages if hasattr(st, "layers") for layer in st.layers]
+    tetra = [b for b in blocks if b.kind == "tetra"]
+    assert [type(b).__name__ for b in tetra] == ["TetraMeshConfig"] * 2
+    assert all((b.side, b.rounds) == (16, 8) for b in tetra)
     regulatory = [st for st in cfg.stages if hasattr(st, "routers")]
     assert regulatory[0].routers[0].targets == ("c2", "c3")
     acct = account(preset("dogma"))
@@ -102,7 +107,7 @@ def test_dogma_preset_is_a_regulated_dna_stack():
 
 
 def test_dogma_byte_matches_the_chapter_layout_counted_by_hand():
-    """16 blocks of (tetra_mesh, dna, epigenetic | gate + allosteric | strand attention,
+    """16 blocks of (tetra, dna, epigenetic | gate + allosteric | strand attention,
     expression) at d 512, bytes in and out (257 symbols, untied), every count from the blocks'
     documented weights, bias-free."""
     d, v, blocks = 512, 257, 16

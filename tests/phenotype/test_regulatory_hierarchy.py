@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from phenotype_helpers import counted_flops, kernels_unseen
 
 from genome import Genome
 from phenotype import account, decode
 from phenotype.model import DogmaModel
+from tests.phenotype.phenotype_helpers import counted_flops, kernels_unseen
 
 B, T, V, D = 2, 7, 23, 16
 STRUCTURAL = {"d_model": D, "vocab": V, "max_len": 16}

@@ -1,4 +1,4 @@
-"""The volumetric TetraMemory (`tetra_mesh`): its mesh covers every prefix after its rounds
+"""The volumetric TetraMemory (gene kind `tetra`): its mesh covers every prefix after its rounds
 (reachability computed from the bond structure, up to 4096 tokens), the module is causal,
 its recurrent form equals its parallel form, and its parameters and FLOPs are the ones the
 equations give. The registry contract (tests/phenotype/test_blocks.py) runs on it too."""
@@ -10,18 +10,18 @@ import math
 
 import pytest
 import torch
-from phenotype_helpers import block_config, block_genome, counted_flops
 
 from genome import GenomeError
-from genome.kinds import tetra_mesh as gene
+from genome.kinds import tetra as gene
 from phenotype.blocks import tetra_mesh as block
 from phenotype.blocks.tetra_mesh import TetraMeshConfig
+from tests.phenotype.phenotype_helpers import block_config, block_genome, counted_flops
 
 LENGTHS = (1, 2, 8, 9, 27, 64, 65, 200, 512, 1000, 2048, 4096)
 
 
 def _config(max_len: int = 64, d_model: int = 16, bias: bool = False, **params) -> TetraMeshConfig:
-    cfg = block_config("tetra_mesh", params, d_model=d_model, max_len=max_len, bias=bias)
+    cfg = block_config("tetra", params, d_model=d_model, max_len=max_len, bias=bias)
     assert isinstance(cfg, TetraMeshConfig)
     return cfg
 
@@ -75,9 +75,9 @@ def test_a_set_reach_gives_cube_root_rounds_and_must_cover_the_prefix():
     cfg = _config(max_len=1000, neighbours=8, scales=1, reach=1.5)
     assert cfg.rounds == math.ceil(1.5 * 10) == 15
     with pytest.raises(GenomeError, match="needs 9"):
-        block_genome("tetra_mesh", {"neighbours": 8, "scales": 1, "reach": 0.5}, max_len=1000)
+        block_genome("tetra", {"neighbours": 8, "scales": 1, "reach": 0.5}, max_len=1000)
     # reach 0 stays 0: the genome's id does not depend on its context length.
-    a, b = (block_genome("tetra_mesh", {}, max_len=n) for n in (64, 4096))
+    a, b = (block_genome("tetra", {}, max_len=n) for n in (64, 4096))
     assert a.regions[-1].bases[0].gene.params == b.regions[-1].bases[0].gene.params
 
 
