@@ -7,25 +7,65 @@
   with status ``ok | invalid | nan | oom | timeout | crash``; never raises.
 - ``EvaluationPool(workers, ray_address, timeout_s, max_retries)``: the same on Ray,
   one task per candidate, results in request order.
+
+Names are imported on first use (PEP 562), as in ``evolution``: importing a torch-free
+module of this package (``evaluation.budget``, ``evaluation.options``, ``evaluation.result``
+...) loads no torch, so ``evolve genome validate`` and the command-line parser answer
+without it.
 """
 
-from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
-from .evaluate import (
-    DEFAULT_STEPS,
-    account_genome,
-    build_from_genome,
-    classify_failure,
-    estimate_training_bytes,
-    evaluate,
-    safetensors_bytes,
-    train_model,
-)
-from .pool import EvaluationPool, TransientFailure
-from .result import STATUSES, EvalRequest, EvalResult
-from .tasks import IGNORE_INDEX, TASKS, Task, get_task
-from .trainer import ScoreStats, TrainStats, score, train, train_and_score
+import sys
+from importlib import import_module
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
+if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr__
+    from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
+    from .evaluate import (
+        DEFAULT_STEPS,
+        account_genome,
+        build_from_genome,
+        classify_failure,
+        estimate_training_bytes,
+        evaluate,
+        safetensors_bytes,
+        train_model,
+    )
+    from .pool import EvaluationPool, TransientFailure
+    from .result import STATUSES, EvalRequest, EvalResult
+    from .tasks import IGNORE_INDEX, TASKS, Task, get_task
+    from .trainer import ScoreStats, TrainStats, score, train, train_and_score
+
+_EXPORTS = {
+    "DEFAULT_STEPS": "evaluation.evaluate",
+    "IGNORE_INDEX": "evaluation.tasks",
+    "STATUSES": "evaluation.result",
+    "TASKS": "evaluation.tasks",
+    "EvalRequest": "evaluation.result",
+    "EvalResult": "evaluation.result",
+    "EvaluationPool": "evaluation.pool",
+    "EvaluationTimeout": "evaluation.errors",
+    "IncompatibleModel": "evaluation.errors",
+    "MemoryBudgetExceeded": "evaluation.errors",
+    "NonFiniteLoss": "evaluation.errors",
+    "ScoreStats": "evaluation.trainer",
+    "Task": "evaluation.tasks",
+    "TrainStats": "evaluation.trainer",
+    "TransientFailure": "evaluation.pool",
+    "account_genome": "evaluation.evaluate",
+    "build_from_genome": "evaluation.evaluate",
+    "classify_failure": "evaluation.evaluate",
+    "estimate_training_bytes": "evaluation.evaluate",
+    "evaluate": "evaluation.evaluate",
+    "get_task": "evaluation.tasks",
+    "safetensors_bytes": "evaluation.evaluate",
+    "score": "evaluation.trainer",
+    "train": "evaluation.trainer",
+    "train_and_score": "evaluation.trainer",
+    "train_model": "evaluation.evaluate",
+}
+
+__all__ = [  # = the keys of _EXPORTS, spelt out for the linters
     "DEFAULT_STEPS",
     "IGNORE_INDEX",
     "STATUSES",
@@ -53,3 +93,22 @@ __all__ = [
     "train_and_score",
     "train_model",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'evaluation' has no attribute {name!r}")
+
+
+class _Package(ModuleType):
+    """This package: importing a submodule named like a function it exports (`evaluate`)
+    leaves the package's attribute to the function, as the eager imports here once did (the
+    import system would set it to the submodule)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not (name in _EXPORTS and isinstance(value, ModuleType)):
+            super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -15,7 +15,8 @@
 
 A result records the precision it trained in (``metrics["precision"]``, resolved, never
 ``auto``); a result without it trained in ``fp32`` (:data:`LEGACY_PRECISION`), as every
-evaluation did before this option existed.
+evaluation did before this option existed. The names live in the torch-free
+``evaluation.options`` (a run's configuration checks them without loading torch).
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from typing import Any
 
 import torch
 
-PRECISIONS = ("auto", "fp32", "bf16")
-#: What a stored result without ``metrics["precision"]`` trained in.
-LEGACY_PRECISION = "fp32"
+from .options import LEGACY_PRECISION, PRECISIONS
 
 
 def resolve_precision(precision: str, device_type: str) -> str:

@@ -2,8 +2,9 @@
 
     Engine(RunConfig(...), store, pool).run()   one search, committed generation by generation
     Engine.resume(run_id, store, pool)          continue a run from its last committed generation
-    SPACES / DogmaSpace / NB201Space            search spaces behind one protocol (protocols.py)
-    make_strategy("nsga2"|"regularized"|"random")   who breeds and who survives
+    SPACES / DogmaSpace / NB201Space            search spaces behind one protocol (spaces/contract.py)
+    make_strategy("nsga2"|"regularized"|"random")   who breeds and who survives (STRATEGIES)
+    OBJECTIVES                                  what a run selects on, read from the metrics
     OperatorPolicy                              meta-policy memory: operator credit, bandit
     InProcessPool / TableEvaluator              pools without Ray (evaluation.table)
     export_individual(store, record, out_dir)   a standalone model directory
@@ -21,19 +22,20 @@ _EXPORTS = {
     "best_of": "evolution.engine",
     "derive_seed": "evolution.engine",
     "MUTATIONS": "evolution.spaces.dogma.operators",
-    "Discard": "evolution.spaces.dogma.operators",
+    "Discard": "evolution.spaces.contract",
     "vary": "evolution.spaces.dogma.operators",
     "repair": "evolution.spaces.dogma.repair",
     "pareto_front": "evolution.selection",
     "export_individual": "evolution.export",
     "DogmaSpace": "evolution.spaces.dogma.space",
-    "SPACES": "evolution.spaces.dogma.space",
+    "SPACES": "evolution.spaces.registry",
     "SearchSpace": "evolution.spaces.contract",
     "InProcessPool": "evaluation.table",
     "TableEvaluator": "evaluation.table",
     "OperatorPolicy": "evolution.policy",
     "STRATEGIES": "evolution.strategies",
     "make_strategy": "evolution.strategies",
+    "OBJECTIVES": "evolution.objectives",
     "NB201Space": "evolution.spaces.nb201",
 }
 

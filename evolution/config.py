@@ -6,7 +6,7 @@ including the search space's own (`SearchSpace.check_config`), so the library an
 
 A field with `cli(...)` metadata is an `evolve run` option: `--field-name` (or the
 metadata's `flag`), its type from the field's annotation (a `tuple[str, ...]` is a comma
-list), its help from the metadata. `evolution.cli.main` builds the options from
+list), its help from the metadata. `evolution.cli.run` builds the options from
 `cli_fields()`; fields without the metadata are settable from the library only.
 """
 
@@ -20,11 +20,11 @@ from types import UnionType
 from typing import Any
 
 from evaluation.budget import BUDGETS
-from evaluation.precision import PRECISIONS
+from evaluation.options import PRECISIONS
+from evolution.objectives import OBJECTIVES, QUALITY, check_objectives
 from evolution.spaces.registry import SPACES
 from evolution.strategies import STRATEGIES
 
-OBJECTIVE_CHOICES = ("quality", "params", "state_bytes", "flops", "latency")
 # quality (normalised accuracy on the suite) that a candidate must reach to count as having
 # learned anything: the MLP-only calibration model scores under it (evaluation/tasks/suite.py)
 QUALITY_FLOOR = 0.05
@@ -116,13 +116,12 @@ class RunConfig:
     space: str = field(default="dogma", metadata=cli("search space (dogma)", choices=tuple(SPACES)))
     strategy: str = field(
         default="nsga2",
-        metadata=cli("nsga2 (default), regularized (aging evolution) or random", choices=STRATEGIES),
+        metadata=cli("nsga2 (default), regularized (aging evolution) or random", choices=tuple(STRATEGIES)),
     )
     objectives: tuple[str, ...] = field(
-        default=("quality", "params"),
+        default=(QUALITY, "params"),
         metadata=cli(
-            "comma list starting with quality, among quality, "
-            "params, state_bytes, flops, latency (default quality,params)"
+            f"comma list starting with {QUALITY}, among {', '.join(OBJECTIVES)} (default {QUALITY},params)"
         ),
     )
     max_state_bytes: int | None = field(  # inference state at the task's context
@@ -232,15 +231,11 @@ class RunConfig:
             raise ValueError("evaluations must be at least 1")
         if self.steps < 1:
             raise ValueError("steps must be at least 1")
-        if not objectives or objectives[0] != "quality" or len(set(objectives)) != len(objectives):
-            raise ValueError("objectives must start with quality and not repeat")
-        bad = [o for o in objectives if o not in OBJECTIVE_CHOICES]
-        if bad:
-            raise ValueError(f"unknown objective {bad[0]!r}; choose from {OBJECTIVE_CHOICES}")
+        check_objectives(objectives)
         if self.space not in SPACES:
             raise ValueError(f"space must be one of {tuple(SPACES)}, not {self.space!r}")
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, not {self.strategy!r}")
+            raise ValueError(f"strategy must be one of {tuple(STRATEGIES)}, not {self.strategy!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {self.precision!r}")
         if self.seed_policy not in ("genome", "run"):
@@ -356,4 +351,4 @@ def _parser(hint: Any) -> Callable[[str], Any]:
     raise TypeError(f"no command-line parser for a {hint} field")
 
 
-__all__ = ["OBJECTIVE_CHOICES", "CliOption", "RunConfig", "cli", "cli_fields", "comma_list"]
+__all__ = ["CliOption", "RunConfig", "cli", "cli_fields", "comma_list"]

@@ -8,8 +8,9 @@ are the ones to change for a new notion of quality:
   metrics (several tasks: `quality` and `accuracy` are the per-task means, `per_task`
   holds each task's quality, a suite's members as `task/member`);
 - `Evaluator.fitness`: status and metrics -> the fitness tuple (quality first, then one
-  cost per further objective). Quality is `metrics["quality"]` (normalised accuracy, or
-  the suite's mean of it), else `metrics["accuracy"]` (a table space's own score).
+  cost per further objective, each read from the metrics as `evolution.objectives` says).
+  Quality is `metrics["quality"]` (normalised accuracy, or the suite's mean of it), else
+  `metrics["accuracy"]` (a table space's own score).
 
 Training budget (`RunConfig.budget`): "steps" trains every candidate `steps` steps;
 "flops" trains each for the same compute, `steps` steps of a dense model of half the
@@ -53,28 +54,14 @@ from evaluation.precision import pool_precision, precision_of
 from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed, get_task  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
+from evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
 from evolution.spaces.contract import SearchSpace
 from evolution.strategies import below_floor
 from evolution.types import Candidate, Event, GenerationReport, TaskResult
 from store import EvaluationIn, Store
 
-FAILED_COST = 1e18  # finite: crowding distances subtract objective values
 FAILED_QUALITY = -1e3  # below any score: a normalised accuracy under chance is negative
 FLOPS_STEPS_CAP = 10  # a flops budget gives a candidate at most this many times `steps`
-OBJECTIVE_METRICS = {
-    "params": ("params",),
-    "state_bytes": ("state_bytes",),
-    "flops": ("flops_per_token",),
-    "latency": ("infer_latency_ms", "latency"),
-}
-
-
-def objective_value(metrics: dict[str, Any], objective: str) -> float:
-    """A cost objective read from metrics (the first of its metric names present)."""
-    for key in OBJECTIVE_METRICS[objective]:
-        if key in metrics:
-            return float(metrics[key])
-    return FAILED_COST
 
 
 class EvalKey(NamedTuple):
@@ -368,11 +355,6 @@ def stored_result(rows: Sequence[Any]) -> tuple[str | None, dict[str, Any], int 
     if len(seeds) > 1:
         metrics.update(quality=sum(seeds) / len(seeds), quality_seeds=seeds)
     return first.status, metrics, first.fidelity
-
-
-def quality_of(metrics: dict[str, Any]) -> float:
-    """The fitness's quality: `quality` when the result has it, else `accuracy`."""
-    return float(metrics.get("quality", metrics.get("accuracy", 0.0)))
 
 
 __all__ = [

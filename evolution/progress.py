@@ -1,4 +1,7 @@
-"""The live progress display of `evolve run` (on stderr, so `--json` keeps stdout clean)."""
+"""Progress on stderr (so `--json` keeps stdout clean): the live display of `evolve run`
+(`RunProgress`) and the one-line-per-training printers of `evolve scale`, `evolve run
+--ladder` (`ladder_point_printer`) and `evolve ablate` (`ablation_point_printer`). No torch:
+the command line imports this module when it builds its parser."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evolution.evaluating import quality_of
+from evolution.objectives import quality_of
 
 
 class RunProgress:
@@ -99,6 +102,24 @@ def ladder_point_printer(err: Console, started: float) -> Callable[[Any, Any, in
         err.print(
             f"  [{done}/{total}] {p.params:,} params (width {p.width}, depth {p.depth}), seed {p.replicate}, "
             f"{p.steps:,} steps ({p.tokens:,} tokens): {what}{took}; {time.perf_counter() - started:.0f} s"
+        )
+
+    return on_point
+
+
+def ablation_point_printer(err: Console, plan: Any, started: float) -> Callable[[Any, int, int], None]:
+    """A progress callback for ablation trainings (`evolve ablate`): one line per trained
+    point of ``plan`` (`evolution.ablate.study.Plan`) on ``err``, with the seconds since
+    ``started`` (``time.perf_counter()``)."""
+
+    def on_point(p: Any, done: int, total: int) -> None:
+        what = f"quality {quality_of(p.metrics):.4f}" if p.status == "ok" else f"{p.status}"
+        seconds = p.metrics.get("train_seconds")
+        took = f", {seconds:.1f} s" if isinstance(seconds, int | float) else ""
+        task = f" on {p.task}" if len(plan.config.tasks) > 1 else ""
+        err.print(
+            f"  [{done}/{total}] {plan.variants[p.variant].name}, seed {p.replicate}{task}: {what}{took}; "
+            f"{time.perf_counter() - started:.0f} s"
         )
 
     return on_point

@@ -13,17 +13,20 @@
 
 Each strategy sees the same store, budget, cache, lineage and meta-policy; a strategy is
 only `mates(population, n, rng)` and `survivors(population, children, k)`.
+
+`STRATEGIES` is the one registry: name -> factory (the class's `of(sample_size,
+quality_floor)`, which builds it from a run's options; `make_strategy` calls it);
+`RunConfig` checks `--strategy` against it and the parser takes its choices from it.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Self
 
 from evolution.selection import assign_rank_and_crowding, survivors, tournament
 from evolution.types import Candidate
-
-STRATEGIES = ("nsga2", "regularized", "random")
 
 
 def _key(ind: Candidate) -> tuple[float, float]:
@@ -41,6 +44,11 @@ class NSGA2:
 
     def __init__(self, quality_floor: float | None = None):
         self.quality_floor = quality_floor
+
+    @classmethod
+    def of(cls, sample_size: int, quality_floor: float | None) -> Self:
+        """The strategy of a run's options (`RunConfig.sample_size`, `quality_floor`)."""
+        return cls(quality_floor)
 
     def prepare(self, population: Sequence[Candidate]) -> None:
         assign_rank_and_crowding(population)
@@ -66,6 +74,10 @@ class Regularized(NSGA2):
         super().__init__(None)  # aging evolution as published: every member may breed
         self.sample_size = sample_size
 
+    @classmethod
+    def of(cls, sample_size: int, quality_floor: float | None) -> Self:
+        return cls(sample_size)
+
     def mates(self, population: Sequence[Candidate], n: int, rng: random.Random) -> list:
         out = []
         for _ in range(n):
@@ -84,12 +96,21 @@ class RandomSearch(NSGA2):
     name = "random"
     breeds = False
 
+    @classmethod
+    def of(cls, sample_size: int, quality_floor: float | None) -> Self:
+        return cls()  # it breeds nothing: no floor to apply
+
+
+#: what builds a strategy from a run's options: (sample_size, quality_floor) -> strategy
+Factory = Callable[[int, float | None], NSGA2]
+#: the registry of strategies, name -> factory (`--strategy` lists them in this order)
+STRATEGIES: dict[str, Factory] = {cls.name: cls.of for cls in (NSGA2, Regularized, RandomSearch)}
+
 
 def make_strategy(name: str, sample_size: int = 3, quality_floor: float | None = None) -> NSGA2:
-    if name == "nsga2":
-        return NSGA2(quality_floor)
-    if name == "regularized":
-        return Regularized(sample_size)
-    if name == "random":
-        return RandomSearch()
-    raise ValueError(f"strategy must be one of {STRATEGIES}, not {name!r}")
+    if name not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {tuple(STRATEGIES)}, not {name!r}")
+    return STRATEGIES[name](sample_size, quality_floor)
+
+
+__all__ = ["NSGA2", "STRATEGIES", "Factory", "RandomSearch", "Regularized", "below_floor", "make_strategy"]

@@ -33,16 +33,18 @@ class TrainingRecorder:
     genome and its ``change`` record. A point has ``genome_id``, ``seed``, ``evaluation_id``
     and ``settle(status, metrics, origin)``."""
 
-    def __init__(self, store: Store, config: dict[str, Any], entry: str, task: str, precision: str) -> None:
+    def __init__(
+        self, store: Store, kind: str, config: dict[str, Any], entry: str, task: str, precision: str
+    ) -> None:
         self.store, self.precision = store, precision
-        kind, key = config["kind"], config[entry]
-        found = [r for r in store.list_runs() if r.config.get("kind") == kind and r.config.get(entry) == key]
+        key = config[entry]
+        found = [r for r in store.list_runs(kind) if r.config.get(entry) == key]
         if found:
             run = max(found, key=lambda r: r.created)
             self.run_id, self.next_generation, self.resumed = run.id, run.last_generation + 1, True
             store.reclaim_expired_leases(run.id)
         else:
-            self.run_id = store.create_run(config, seed=0, task=task)
+            self.run_id = store.create_run(config, seed=0, task=task, kind=kind)
             self.next_generation, self.resumed = 0, False
 
     def point_key(self, point: Any) -> Key:

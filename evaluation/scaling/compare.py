@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
-from .fit import Array, LadderError, PowerLawFit, interval
+from .checks import LadderError
+from .fit import Array, PowerLawFit, interval
 from .surface import LossSurfaceFit
 
 Fit = PowerLawFit | LossSurfaceFit

@@ -45,19 +45,13 @@ from numpy.typing import NDArray
 from scipy import stats
 from scipy.optimize import least_squares
 
+from .checks import LadderError, check_boot
+
 Array = NDArray[np.float64]
 
 ALPHA_MIN, ALPHA_MAX = 1e-3, 3.0
 _GRID = np.geomspace(ALPHA_MIN, ALPHA_MAX, 64)
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
-
-
-class LadderError(ValueError):
-    """A ladder (a set of runs across sizes) that cannot determine the fit; the message is
-    one line that says what is missing."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
 
 
 @dataclass(frozen=True)
@@ -95,22 +89,6 @@ class PowerLawFit:
         if loss <= self.E:
             return None
         return float((self.A / (loss - self.E)) ** (1.0 / self.alpha))
-
-
-def min_boot(confidence: float) -> int:
-    """The fewest replicates for a percentile interval: 5 replicates in each tail."""
-    return math.ceil(10.0 / (1.0 - confidence) - 1e-9)
-
-
-def check_boot(n_boot: int, confidence: float) -> None:
-    """Refuse a confidence outside [0.5, 1) or fewer than ``min_boot`` replicates."""
-    if not 0.5 <= confidence < 1.0:
-        raise LadderError(f"confidence {confidence} is outside [0.5, 1)")
-    if n_boot < min_boot(confidence):
-        raise LadderError(
-            f"n_boot {n_boot} is too few for a {confidence:.0%} interval: need at least "
-            f"{min_boot(confidence)} (5 replicates in each tail)"
-        )
 
 
 def as_points(

@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares, nnls
 
+from .checks import LadderError, check_boot
 from .fit import (
     ALPHA_MAX,
     ALPHA_MIN,
     Array,
-    LadderError,
     as_points,
-    check_boot,
     interval,
     leverages,
     resample_residuals,

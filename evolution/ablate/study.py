@@ -50,6 +50,7 @@ from typing import Any, cast
 from evaluation import EvalRequest, EvalResult
 from evaluation.precision import LEGACY_PRECISION, pool_precision
 from evolution.ablate.changes import Change, derive_changes, normalise
+from evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
 from evolution.config import RunConfig
 from evolution.evaluating import Evaluator
 from evolution.training_run import TrainingRecorder
@@ -57,9 +58,6 @@ from evolution.types import Candidate
 from genome import Genome
 from store import IndividualRecord, Store
 
-DEFAULT_SEEDS = 3
-MAX_SEEDS = 100
-DEFAULT_TIMEOUT_S = 3600.0  # per training: a loaded machine runs a 30-second candidate for minutes
 CONFIDENCE = 0.95
 BASELINE = "baseline"
 
@@ -137,7 +135,7 @@ class Plan:
         return key
 
     def run_config(self) -> dict[str, Any]:
-        return {"kind": "ablate", "individual": self.individual, "ablation": self.ablation_key()}
+        return {"individual": self.individual, "ablation": self.ablation_key()}
 
 
 @dataclass(frozen=True)
@@ -152,11 +150,13 @@ def search_individual(store: Store, record: IndividualRecord) -> IndividualRecor
     an ablation or a scale ladder (a genome-id prefix finds the newest birth of a genome, and
     an ablation's baseline is one), the newest birth of its genome in a search; ``AblateError``
     when no search holds the genome (its run config, the task and budget, would be unknown)."""
-    kinds = {r.id: r.config.get("kind") for r in store.list_runs()}
-    if kinds.get(record.run_id) is None:
+    kinds = {r.id: r.kind for r in store.list_runs()}
+    if kinds.get(record.run_id) == "search":
         return record
     searches = [
-        m for m in store.find_individuals_by_genome_prefix(record.genome_id) if kinds.get(m.run_id) is None
+        m
+        for m in store.find_individuals_by_genome_prefix(record.genome_id)
+        if kinds.get(m.run_id) == "search"
     ]
     if not searches:
         raise AblateError(
@@ -225,7 +225,7 @@ class Recorder(TrainingRecorder):
     stored points read, new ones committed."""
 
     def __init__(self, store: Store, plan: Plan) -> None:
-        super().__init__(store, plan.run_config(), "ablation", plan.config.task, plan.precision)
+        super().__init__(store, "ablate", plan.run_config(), "ablation", plan.config.task, plan.precision)
         self.plan = plan
         plan.run_id = self.run_id
 

@@ -3,7 +3,10 @@ each change's effect on quality (`evolution.ablate.study` has the plan, the stor
 `evolution.ablate.changes` the changes, `evolution.ablate.stats` the statistics).
 
 Bad input exits 2 with one line on stderr before anything is trained or a run is created;
-progress goes to stderr, one line per trained point."""
+progress goes to stderr, one line per trained point.
+
+The study (`evolution.ablate.study`, `.stats`, the store's individuals) loads torch, so the
+handlers import it when they run: every `evolve` command builds this parser."""
 
 from __future__ import annotations
 
@@ -11,17 +14,13 @@ import argparse
 import time
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
 from evolution.cli import output
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.errors import UsageError
-
-# The parser is built by every `evolve` command, so this module imports no torch: these repeat
-# `evolution.ablate.study` (a test keeps them equal).
-DEFAULT_SEEDS = 3
-DEFAULT_TIMEOUT_S = 3600.0
+from evolution.progress import ablation_point_printer
 
 
 def add_ablate_command(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -57,8 +56,6 @@ def add_ablate_command(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from evolution.ablate.study import MAX_SEEDS
-
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise UsageError(f"--seeds {args.seeds}: from 1 to {MAX_SEEDS}")
     check_training_options(args)
@@ -67,12 +64,11 @@ def _check(args: argparse.Namespace) -> None:
 def plan_of(args: argparse.Namespace) -> Any:
     """The ablation plan of ID; every refusal is a one-line ``UsageError``, before anything
     is written (the store is opened to read)."""
-    from evolution.ablate.study import AblateError, make_plan
+    from evolution.ablate.study import AblateError, make_plan  # torch
     from evolution.report.summary import resolve_individual
-    from store import Store
 
     _check(args)
-    with Store(args.store, create=False) as store:
+    with output.open_store(args.store) as store:
         record = resolve_individual(store, args.id)
         try:
             return make_plan(store, record, args.seeds, args.timeout, args.only or ())
@@ -81,16 +77,15 @@ def plan_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    from evolution.ablate.stats import summary
+    from evolution.ablate.stats import summary  # torch, as the study
     from evolution.ablate.study import Recorder, train
-    from store import Store
 
     plan = plan_of(args)
     if args.list:
         return _list(args, plan)
     err = output.err()
     started = time.perf_counter()
-    with Store(args.store, create=False) as store:
+    with output.open_store(args.store) as store:
         recorder = Recorder(store, plan)
         todo = recorder.lookup()
         if not args.quiet:
@@ -106,7 +101,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
             if todo:
                 try:
                     with _pool(args, store, recorder.run_id) as pool:
-                        train(recorder, todo, pool, None if args.quiet else _progress(err, plan, started))
+                        on_point = None if args.quiet else ablation_point_printer(err, plan, started)
+                        train(recorder, todo, pool, on_point)
                 except ConnectionError as e:  # e.g. --ray-address that nothing answers at
                     raise UsageError(str(e)) from None
             failed = False
@@ -123,9 +119,9 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 
 def _pool(args: argparse.Namespace, store: Any, run_id: str) -> Any:
-    """The Ray pool of `evolve run`, its leases logged to the ablation's run."""
-    from evaluation import EvaluationPool
-    from store import LeaseLog
+    """The Ray pool of `evolve run`, its leases logged to the ablation's run (tests replace it)."""
+    from evaluation import EvaluationPool  # torch and Ray
+    from store import LeaseLog  # SQLAlchemy: loaded by the commands that open a store
 
     return EvaluationPool(
         workers=args.workers,
@@ -133,22 +129,6 @@ def _pool(args: argparse.Namespace, store: Any, run_id: str) -> Any:
         timeout_s=args.timeout,
         on_lease=LeaseLog(store, run_id),
     )
-
-
-def _progress(err: Console, plan: Any, started: float) -> Any:
-    from evolution.evaluating import quality_of
-
-    def on_point(p: Any, done: int, total: int) -> None:
-        what = f"quality {quality_of(p.metrics):.4f}" if p.status == "ok" else f"{p.status}"
-        seconds = p.metrics.get("train_seconds")
-        took = f", {seconds:.1f} s" if isinstance(seconds, int | float) else ""
-        task = f" on {p.task}" if len(plan.config.tasks) > 1 else ""
-        err.print(
-            f"  [{done}/{total}] {plan.variants[p.variant].name}, seed {p.replicate}{task}: {what}{took}; "
-            f"{time.perf_counter() - started:.0f} s"
-        )
-
-    return on_point
 
 
 def _list(args: argparse.Namespace, plan: Any) -> int:

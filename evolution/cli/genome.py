@@ -1,30 +1,22 @@
 """`evolve genome show|validate`: a genome's sequence view, its accounting (`--breakdown`:
-per component, `phenotype.breakdown`), its validity."""
+per component, `phenotype.breakdown`), its validity.
+
+`validate` reads the genome as data (`genome` is torch-free) and loads no torch; `show`
+computes an accounting, so it imports `phenotype` (torch) when it runs."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
+from evolution.cli.output import emit_json, out
 from evolution.errors import UsageError
 from genome import Genome, GenomeError, load_genome
 
 if TYPE_CHECKING:
     from phenotype.breakdown import Breakdown
-
-
-def _out() -> Console:
-    # No markup: sequence views are full of brackets that rich would read as tags.
-    return Console(highlight=False, soft_wrap=True, markup=False)
-
-
-def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def _load(source: str) -> Genome:
@@ -35,7 +27,7 @@ def _load(source: str) -> Genome:
 
 
 def cmd_genome_show(args: argparse.Namespace) -> int:
-    from phenotype import account
+    from phenotype import account  # torch: only `show` computes an accounting
 
     if args.seq_len < 1 or args.batch < 1:
         raise UsageError(f"--seq-len and --batch must be at least 1, got {args.seq_len} and {args.batch}")
@@ -46,37 +38,37 @@ def cmd_genome_show(args: argparse.Namespace) -> int:
         return _show_breakdown(genome, args)
     acct = account(genome, args.seq_len)
     if args.json:
-        _emit_json({"genome_id": genome.id, "sequence": genome.sequence_view(), **acct.to_dict()})
+        emit_json({"genome_id": genome.id, "sequence": genome.sequence_view(), **acct.to_dict()})
         return 0
-    out = _out()
     if args.format == "yaml":
         sys.stdout.write(genome.to_yaml())
         return 0
-    out.print(f"genome    {genome.id}")
-    out.print(f"sequence  {genome.sequence_view()}")
+    console = out()
+    console.print(f"genome    {genome.id}")
+    console.print(f"sequence  {genome.sequence_view()}")
     for key, value in acct.to_dict().items():
-        out.print(f"{key:<22}{value:,}")
+        console.print(f"{key:<22}{value:,}")
     return 0
 
 
 def _show_breakdown(genome: Genome, args: argparse.Namespace) -> int:
-    from phenotype.breakdown import breakdown
+    from phenotype.breakdown import breakdown  # torch, as `account`
     from phenotype.chapter_compare import applies, compare
 
     b = breakdown(genome, args.seq_len, args.batch)
     chapter = compare(genome, b) if applies(genome) else None
     if args.json:
         data = {"genome_id": genome.id, "sequence": genome.sequence_view(), **b.to_dict()}
-        _emit_json({**data, "chapter": chapter} if chapter else data)
+        emit_json({**data, "chapter": chapter} if chapter else data)
         return 0
-    out = _out()
-    out.print(f"genome    {genome.id}")
-    out.print(f"sequence  {genome.sequence_view()}")
+    console = out()
+    console.print(f"genome    {genome.id}")
+    console.print(f"sequence  {genome.sequence_view()}")
     for line in breakdown_lines(b):
-        out.print(line)
+        console.print(line)
     if chapter:
         for line in chapter_lines(chapter):
-            out.print(line)
+            console.print(line)
     return 0
 
 
@@ -93,7 +85,7 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str
 
 def breakdown_lines(b: Breakdown) -> list[str]:
     """The breakdown as text: the components (Table 15.2's shape), then FLOPs per block."""
-    from phenotype.breakdown import si
+    from phenotype.breakdown import si  # torch, as `account`
 
     t = b.totals
 
@@ -137,7 +129,7 @@ def breakdown_lines(b: Breakdown) -> list[str]:
 
 def chapter_lines(chapter: dict[str, Any]) -> list[str]:
     """The chapter's figures beside ours, each difference with its sentence."""
-    from phenotype.breakdown import si
+    from phenotype.breakdown import si  # torch, as `account`
 
     lines = [
         "",
@@ -182,9 +174,9 @@ def chapter_lines(chapter: dict[str, Any]) -> list[str]:
 def cmd_genome_validate(args: argparse.Namespace) -> int:
     genome = _load(args.source)
     if args.json:
-        _emit_json({"valid": True, "genome_id": genome.id})
+        emit_json({"valid": True, "genome_id": genome.id})
     else:
-        _out().print(f"valid: {genome.id}")
+        out().print(f"valid: {genome.id}")
     return 0
 
 

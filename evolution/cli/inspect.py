@@ -1,36 +1,43 @@
-"""The commands that read a store: `evolve runs|audit|lineage|diff|report|blame|export`."""
+"""The commands that read a store: `evolve runs|audit|lineage|diff|report|blame|export`.
+
+What they read through (`evolution.report.summary`, which accounts genomes with
+`phenotype`, and `evolution.export`) loads torch, the HTML report plotly too, and the store
+SQLAlchemy: each handler imports what it uses when it runs, since every `evolve` command
+builds this parser."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from evolution.cli.output import emit_json, err, open_store, out
+from evolution.cli.output import emit_json, err, one_line, open_store, out
 from evolution.errors import UsageError
+from evolution.report.blame import blame_individual, labels, space_of
+from genome import Genome
 
 
 # -- evolve runs --------------------------------------------------------------------------
 def cmd_runs(args: argparse.Namespace) -> int:
-    from evolution.policy import top_operators
+    from evolution.policy import top_operators  # SQLAlchemy (the store's policy rows)
 
     store = open_store(args.store)
     runs = [r for r in store.list_runs() if r.id.startswith(args.prefix or "")]
     if args.prefix and not runs:
         raise UsageError(f"no run {args.prefix!r:.70}")
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "id": r.id,
+            "kind": r.kind,
             "status": r.status,
             "generations": r.generations,
             "evaluated": r.evaluated,
             "created": r.created.isoformat(timespec="seconds"),
             "task": r.task,
             "seed": r.seed,
-            "strategy": r.config.get("strategy", r.config.get("kind", "nsga2")),  # scale, ablate: their kind
+            "strategy": r.config.get("strategy", "nsga2") if r.kind == "search" else r.kind,
             "top_operators": top_operators(store.policy(r.id), 3),
         }
         for r in runs
@@ -66,7 +73,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 # -- evolve audit / lineage ---------------------------------------------------------------
 def cmd_audit(args: argparse.Namespace) -> int:
-    from evolution.report.summary import audit_record, resolve_individual
+    from evolution.report.summary import audit_record, resolve_individual  # torch
 
     store = open_store(args.store)
     record = resolve_individual(store, args.id)
@@ -78,7 +85,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     console.print(f"individual {data['id']} (run {data['run_id']}, generation {data['generation']})")
     console.print(f"genome    {data['genome_id']}")
     console.print(f"sequence  {data['sequence']}")
-    console.print(f"operator  {data['operator'] or 'seed'}  change {json.dumps(data['change'])}")
+    console.print(f"operator  {data['operator'] or 'seed'}  change {one_line(data['change'])}")
     console.print(f"parents   {data['parents'] or '-'}")
     metrics = data["metrics"]
     if "quality" in metrics:
@@ -86,7 +93,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for task, value in (metrics.get("per_task") or {}).items():
         raw = (metrics.get("per_task_accuracy") or {}).get(task)
         console.print(f"  {task:<20} {value:.4f}" + (f"  (accuracy {raw:.4f})" if raw is not None else ""))
-    console.print(f"metrics   {json.dumps(metrics, sort_keys=True)}")
+    console.print(f"metrics   {one_line(metrics, sort_keys=True)}")
     console.print(
         f"params {data['params']:,}  active {data['active_params']:,}  state bytes/token "
         f"{data['state_bytes_per_token']:,}  fixed {data['state_bytes_fixed']:,}"
@@ -95,7 +102,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for r in data["regions"]:
         console.print(f"  {r['id']:>6} {r['type']:<11} {r['summary']}")
     if data.get("ladder"):
-        from evolution.scale.ladder_report import loss_text
+        from evolution.scale.ladder_report import loss_text  # torch
 
         console.print(f"ladder    rank {data['ladder']['rank'] or '-'}: {loss_text(data['ladder'])}")
     if data.get("operator_credit"):
@@ -104,7 +111,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             console.print(f"  {o['operator']:<22} {o['rate']:.2f} ({o['trials']})")
     console.print("ancestry (back to the seeds):")
     for step in data["ancestry"]:
-        change = "seed" if step["operator"] is None else f"{step['operator']} {json.dumps(step['change'])}"
+        change = "seed" if step["operator"] is None else f"{step['operator']} {one_line(step['change'])}"
         console.print(
             f"  {'  ' * step['depth']}#{step['id']} gen {step['generation']} "
             f"{step['genome_id'][:12]}  {change}"
@@ -113,7 +120,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    from evolution.report.summary import audit_record, resolve_individual
+    from evolution.report.summary import audit_record, resolve_individual  # torch
 
     store = open_store(args.store)
     data = audit_record(store, resolve_individual(store, args.id))["ancestry"]
@@ -131,8 +138,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from evolution.report.summary import genome_diff, resolve_individual
-    from genome import Genome
+    from evolution.report.summary import genome_diff, resolve_individual  # torch
 
     store = open_store(args.store)
     a, b = (resolve_individual(store, key) for key in (args.a, args.b))
@@ -148,12 +154,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evolution.report.summary import compute_cells, latest_run, report_lines, run_report
+    from evolution.report.summary import compute_cells, latest_run, report_lines, run_report  # torch
 
     store = open_store(args.store)
     run_id = store.resolve_run(args.run) if args.run else latest_run(store)
     if args.html:  # the HTML report instead of the table
-        from evolution.report.html import write_report
+        from evolution.report.html import write_report  # plotly (and torch)
 
         info = {"run_id": run_id, "html": args.html, "bytes": write_report(store, run_id, args.html)}
         if args.json:
@@ -195,8 +201,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_blame(args: argparse.Namespace) -> int:
-    from evolution.report.blame import blame_individual, labels
-    from evolution.report.summary import resolve_individual
+    from evolution.report.summary import resolve_individual  # torch
 
     store = open_store(args.store)
     record = resolve_individual(store, args.id)
@@ -204,7 +209,7 @@ def cmd_blame(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(data)
         return 0
-    what = labels(record)
+    what = labels(record, space_of(store, record))
     table = Table(
         title=f"blame of individual {record.id} (run {record.run_id}, generation {record.generation})"
     )
@@ -221,7 +226,7 @@ def cmd_blame(args: argparse.Namespace) -> int:
             f"#{e['individual']}",
             str(e["generation"]),
             e["operator"] or "seed",
-            Text(json.dumps(change) if change else "-"),
+            Text(one_line(change) if change else "-"),
         )
     out().print(table)
     return 0
@@ -229,7 +234,7 @@ def cmd_blame(args: argparse.Namespace) -> int:
 
 # -- evolve export ------------------------------------------------------------------------
 def cmd_export(args: argparse.Namespace) -> int:
-    from evolution.export import export_individual
+    from evolution.export import export_individual  # torch
     from evolution.report.summary import best_individual, resolve_individual
 
     store = open_store(args.store)

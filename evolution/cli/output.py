@@ -1,9 +1,11 @@
-"""What every `evolve` command shares: its consoles, its one JSON document, its store.
+"""What every `evolve` command shares: its consoles, its JSON (the one document of `--json`,
+a value on one line inside a human line), its store.
 
-Human output goes to stdout through `out()` (no markup: sequence views are full of brackets
-that rich would read as tags); progress and warnings to stderr through `err()`, so that
-`--json` keeps stdout one document (`emit_json`). No torch here: the parser is built by
-every command, `evolve genome validate` included.
+Human output goes to stdout through `out()` (no markup, no emoji codes: sequence views are
+full of brackets that rich would read as tags, change names of colons); progress and
+warnings to stderr through `err()`, so that `--json` keeps stdout one document
+(`emit_json`). No torch here: the parser is built by every command, `evolve genome
+validate` included.
 """
 
 from __future__ import annotations
@@ -23,17 +25,22 @@ EXIT_USAGE = 2
 
 def out() -> Console:
     """The console of a command's result (stdout)."""
-    return Console(highlight=False, soft_wrap=True, markup=False)
+    return Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def err() -> Console:
     """The console of progress lines and warnings (stderr)."""
-    return Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 
 def emit_json(data: Any) -> None:
     """`data` as one indented JSON document on stdout (keys sorted; dates as strings)."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def one_line(data: Any, sort_keys: bool = False) -> str:
+    """`data` as JSON on one line, for a value inside a human line (a change, metrics)."""
+    return json.dumps(data, sort_keys=sort_keys)
 
 
 def open_store(url: str, create: bool = False) -> Store:
@@ -43,4 +50,4 @@ def open_store(url: str, create: bool = False) -> Store:
     return Store(url, create=create)
 
 
-__all__ = ["DEFAULT_STORE", "EXIT_USAGE", "emit_json", "err", "open_store", "out"]
+__all__ = ["DEFAULT_STORE", "EXIT_USAGE", "emit_json", "err", "one_line", "open_store", "out"]

@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evolution.cli.output import emit_json, open_store
+from evolution.cli.output import emit_json, open_store, out
+from evolution.replay import replay_individual
 
 EXIT_MISMATCH = 1
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from evolution.replay import replay_individual
-    from evolution.report.summary import resolve_individual
+    from evolution.report.summary import resolve_individual  # torch (phenotype's accounting)
 
     store = open_store(args.store)  # a reader: a missing store is refused, not made
     try:
@@ -24,20 +24,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report)
     else:
+        console = out()
         verdict = "match" if report["match"] else "MISMATCH"
-        print(
+        console.print(
             f"individual {report['id']} ({report['genome_id'][:12]}), {report['task']}, "
             f"{report['fidelity']} steps, seed {report['seed']}, "
             f"{report['torch_threads']} threads: {verdict}"
         )
         if report["stored_status"] != report["replayed_status"]:
-            print(
+            console.print(
                 f"  status: stored {report['stored_status']}, replayed "
                 f"{report['replayed_status']} {report['reason']}"
             )
         for key, c in report["metrics"].items():
             mark = "=" if c["equal"] else "≠"
-            print(f"  {key:<20} {mark} stored {c['stored']!r}  replayed {c['replayed']!r}")
+            console.print(f"  {key:<20} {mark} stored {c['stored']!r}  replayed {c['replayed']!r}")
     return 0 if report["match"] else EXIT_MISMATCH
 
 

@@ -1,5 +1,9 @@
 """`evolve run`: one search on the embedded defaults or the options given, `--resume` to
-continue one, `--ladder` to take its elite up a size ladder, `--report` for a live HTML page."""
+continue one, `--ladder` to take its elite up a size ladder, `--report` for a live HTML page.
+
+The options come from `RunConfig` (torch-free); the engine, the pool and the summaries load
+torch (and Ray, and plotly for `--report`), so `cmd_run` imports them when it runs: every
+`evolve` command builds this parser."""
 
 from __future__ import annotations
 
@@ -12,7 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from evolution.cli.output import emit_json, open_store, out
+from evolution.config import RunConfig, cli_fields, switch
 from evolution.errors import UsageError
+from evolution.objectives import quality_of
+from evolution.preflight import check_feasible
+from evolution.progress import RunProgress, ladder_point_printer
+from evolution.selection import pareto_front
 
 if TYPE_CHECKING:
     from evaluation.protocol import Pool
@@ -26,8 +35,6 @@ RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens")
 
 def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The `RunConfig` fields given on the command line (the options built by `_add_run_options`)."""
-    from evolution.config import cli_fields
-
     values = {f.name: getattr(args, f.name) for f, _, _ in cli_fields()}
     return {name: value for name, value in values.items() if value is not None}
 
@@ -37,8 +44,8 @@ def _pool_for(engine: Engine, store: Store) -> AbstractContextManager[Pool]:
     local = engine.space.local_pool()
     if local is not None:
         return nullcontext(local)
-    from evaluation import EvaluationPool
-    from store import LeaseLog
+    from evaluation import EvaluationPool  # torch and Ray
+    from store import LeaseLog  # SQLAlchemy: loaded by the commands that open a store
 
     return EvaluationPool(
         workers=engine.config.workers,
@@ -49,12 +56,8 @@ def _pool_for(engine: Engine, store: Store) -> AbstractContextManager[Pool]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from evolution.config import RunConfig
-    from evolution.engine import Engine, best_of
-    from evolution.preflight import check_feasible
-    from evolution.progress import RunProgress
+    from evolution.engine import Engine, best_of  # torch, as the summaries
     from evolution.report.summary import individual_summary, run_transfer_summary
-    from evolution.selection import pareto_front
 
     overrides = run_overrides(args)
     try:
@@ -85,7 +88,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError(str(e).strip("'\"")) from None
         progress.start(engine.run_id, engine.config)
         if args.report:  # the HTML report, rewritten after committed generations
-            from evolution.report.html import live_report
+            from evolution.report.html import live_report  # plotly (and torch): only --report draws
 
             engine.on_event = live_report(store, engine.run_id, args.report, engine.on_event)
         try:
@@ -101,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ConnectionError as e:  # e.g. --ray-address that nothing answers at
             raise UsageError(str(e)) from None
     if args.report:  # the final state (the run's status and stop reason too)
-        from evolution.report.html import write_report
+        from evolution.report.html import write_report  # plotly (and torch): only --report draws
 
         write_report(store, engine.run_id, args.report)
     best = best_of(population)
@@ -120,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         **run_transfer_summary(store, engine),
     }
     if engine.config.ladder:
-        from evolution.scale.ladder_report import ladder_summary
+        from evolution.scale.ladder_report import ladder_summary  # torch
 
         result.update(ladder_summary(store, engine.run_id))
     if args.json:
@@ -131,8 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_ladder(engine: Engine, store: Store, population: list[Any], pool: Pool, progress: Any) -> None:
-    from evolution.progress import ladder_point_printer
-    from evolution.scale.search_ladder import run_ladder
+    from evolution.scale.search_ladder import run_ladder  # torch
 
     run = store.get_run(engine.run_id)
     assert run is not None
@@ -141,8 +143,6 @@ def _run_ladder(engine: Engine, store: Store, population: list[Any], pool: Pool,
 
 
 def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
-    from evolution.evaluating import quality_of
-
     console = out()
     table = Table(title=f"Pareto front of run {result['run_id']} (quality ↑, parameters ↓)")
     for col in ("id", "genome", "quality", "params", "sequence"):
@@ -170,7 +170,7 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
     if result.get("transfer_warning"):
         console.print(result["transfer_warning"])
     if result.get("ladder"):
-        from evolution.scale.ladder_report import ladder_lines
+        from evolution.scale.ladder_report import ladder_lines  # torch
 
         for line in ladder_lines(result["ladder"], result["ladder_transfer"], result["ladder_warning"]):
             console.print(line)
@@ -195,8 +195,6 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
     """One option per `RunConfig` field with command-line metadata (`evolution.config`).
     No defaults here: an option not given leaves the field to the config (or, on
     --resume, to the stored run)."""
-    from evolution.config import cli_fields, switch
-
     for f, option, parse in cli_fields():
         flag = option.flag or "--" + f.name.replace("_", "-")
         metavar = option.metavar

@@ -2,7 +2,10 @@
 and print (`evolution.scale.train` has the logic, `evolution.scale.ladder` the ladders).
 
 Bad input, and a ladder that cannot determine a fit, exit 2 with one line on stderr before a
-store or a run is created; progress goes to stderr, one line per trained point."""
+store or a run is created; progress goes to stderr, one line per trained point.
+
+The training side (`evolution.scale.train`, the tasks, the store's individuals) loads torch,
+so the handlers import it when they run: every `evolve` command builds this parser."""
 
 from __future__ import annotations
 
@@ -15,17 +18,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from evaluation.scaling import LadderError, min_boot
 from evolution.cli import output
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.errors import UsageError
+from evolution.progress import ladder_point_printer
+from evolution.scale.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, DEFAULT_TOKENS_PER_PARAM
+from evolution.scale.ladder import AXES, Design
+from genome import Genome, GenomeError, load_genome
 
 SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-# The parser is built by every `evolve` command, so this module imports no torch: these repeat
-# `evolution.scale.train` and `evolution.scale.ladder` (a test keeps them equal).
-AXES = ("both", "width", "depth", "copies", "regulatory")
-DEFAULT_TOKENS_PER_PARAM = 20.0
-DEFAULT_SEEDS = 2
-DEFAULT_TIMEOUT_S = 86_400.0
 
 
 def count(text: str) -> float:
@@ -105,26 +107,20 @@ def add_scale_command(sub: Any, common: argparse.ArgumentParser) -> None:
 # -- the command ------------------------------------------------------------------------------
 def _design(target: str, store_url: str, pinned: dict[str, Any]) -> Any:
     """The ``Design`` of a target: preset, genome file, or an individual of the store."""
-    from evolution.scale.ladder import Design
-    from genome import Genome, GenomeError, load_genome
-
     if target.startswith("preset:") or os.path.exists(target) or target.endswith((".yaml", ".yml")):
         try:
             genome = load_genome(target)
         except GenomeError as e:
             raise UsageError(f"{target}: {e}") from None
         return Design.of(genome, pinned, target, preset=target.startswith("preset:"))
-    from evolution.report.summary import resolve_individual
-    from store import Store
+    from evolution.report.summary import resolve_individual  # torch (phenotype's accounting)
 
-    with Store(store_url, create=False) as store:  # an individual: its store must exist
+    with output.open_store(store_url) as store:  # an individual: its store must exist
         record = resolve_individual(store, target)
     return Design.of(Genome.from_yaml(record.yaml), pinned, f"individual {record.id}")
 
 
 def _check(args: argparse.Namespace) -> None:
-    from evaluation.scaling import min_boot
-
     check_training_options(args)
     if not min_boot(0.95) <= args.boot <= 100_000:
         raise UsageError(f"--boot {args.boot}: from {min_boot(0.95)} to 100000")
@@ -141,8 +137,7 @@ def _check(args: argparse.Namespace) -> None:
 def plans(args: argparse.Namespace) -> list[Any]:
     """The ladder of TARGET and, with ``--against``, OTHER's at the same sizes; every
     refusal is a one-line ``UsageError``."""
-    from evaluation.scaling import LadderError
-    from evaluation.tasks import get_task
+    from evaluation.tasks import get_task  # torch, as the training side below
     from evolution.scale.train import Budget, make_plan
 
     _check(args)
@@ -186,16 +181,13 @@ def plans(args: argparse.Namespace) -> list[Any]:
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    from evaluation.scaling import LadderError
-    from evolution.progress import ladder_point_printer
-    from evolution.scale.train import Recorder, comparison_dict, plan_summary, train_recorded
-    from store import Store
+    from evolution.scale.train import Recorder, comparison_dict, plan_summary, train_recorded  # torch
 
     ladders = plans(args)  # every check, before the store is opened for writing
     err = output.err()
     quiet = args.quiet
     started = time.perf_counter()
-    store = Store(args.store, create=True)
+    store = output.open_store(args.store, create=True)
     try:
         recorders = [Recorder(store, plan) for plan in ladders]
         todo = [(rec, p) for rec in recorders for p in rec.lookup()]
@@ -232,7 +224,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace, store: Any, todo: list[Any]) -> Any:
     """The Ray pool of `evolve run`, its leases logged to each point's run (tests replace it)."""
-    from evolution.scale.train import ladder_pool
+    from evolution.scale.train import ladder_pool  # torch and Ray
 
     return ladder_pool(store, todo, args.workers, args.ray_address, args.timeout)
 

@@ -48,15 +48,12 @@ from evaluation.budget import learning_rate
 from evaluation.precision import pool_precision
 from evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
 from evaluation.tasks import derive_seed, get_task
+from evolution.scale.defaults import DEFAULT_TIMEOUT_S, MAX_SEEDS
 from evolution.scale.ladder import Design, Rung, ladder
 from evolution.training_run import TrainingRecorder
 from genome import Genome
 from store import LeaseIn, LeaseLog, Store
 
-DEFAULT_TOKENS_PER_PARAM = 20.0
-DEFAULT_SEEDS = 2
-DEFAULT_TIMEOUT_S = 86_400.0  # per point: a ladder's largest rung may train for hours
-MAX_SEEDS = 100
 # Repeating the training data up to about 4 epochs costs little against new data; beyond, the
 # held-out loss measures memorisation more than scale (Muennighoff et al. 2023, "Scaling
 # Data-Constrained Language Models"): a ladder that goes further is warned about.
@@ -177,7 +174,6 @@ class Plan:
 
     def config(self) -> dict[str, Any]:
         return {
-            "kind": "scale",
             "source": self.source,
             "ladder": self.ladder_key(),
             "rungs": [r.to_dict() for r in self.rungs],
@@ -254,7 +250,7 @@ class Recorder(TrainingRecorder):
     def __init__(self, store: Store, plan: Plan) -> None:
         # where this process trains (auto: bf16 with CUDA): what its points train in and
         # the only precision whose rows other runs may lend it
-        super().__init__(store, plan.config(), "ladder", plan.task, pool_precision("auto", None))
+        super().__init__(store, "scale", plan.config(), "ladder", plan.task, pool_precision("auto", None))
         self.plan = plan
         plan.run_id = self.run_id
         self.genomes = {r.genome.id: r.genome for r in plan.rungs}

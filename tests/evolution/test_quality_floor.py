@@ -1,14 +1,15 @@
-"""The quality floor: constrained domination in the fitness, and who breeds."""
+"""The quality floor: constrained domination in the fitness, and who breeds; the objectives'
+signs, which the fitness weights follow."""
 
 from __future__ import annotations
 
 import random
 
 from evolution.config import RunConfig
-from evolution.evaluating import FAILED_COST, below_floor
+from evolution.objectives import FAILED_COST, MAXIMISED, OBJECTIVES, QUALITY, objective_value, quality_of
 from evolution.selection import assign_rank_and_crowding, survivors
-from evolution.strategies import make_strategy
-from evolution.types import individual_class
+from evolution.strategies import below_floor, make_strategy
+from evolution.types import MAX_OBJECTIVES, individual_class
 
 
 def _candidates(points: list[tuple[float, float]], floor: float | None) -> list:
@@ -56,3 +57,18 @@ def test_a_run_stored_before_the_floor_resumes_without_one() -> None:
     del stored["quality_floor"]
     assert RunConfig.from_dict(stored).quality_floor is None
     assert RunConfig.from_dict(RunConfig().to_dict()).quality_floor == 0.05
+
+
+def test_the_objectives_signs_are_the_fitness_weights() -> None:
+    # quality, the first objective, is the one maximised; every further one is a cost
+    assert [o for o, spec in OBJECTIVES.items() if spec.weight == MAXIMISED] == [QUALITY]
+    assert list(OBJECTIVES)[0] == QUALITY
+    names = list(OBJECTIVES)
+    for n in range(1, MAX_OBJECTIVES + 1):
+        weights = individual_class(n)(object()).fitness.weights
+        assert weights == tuple(OBJECTIVES[o].weight for o in names[:n])
+    # a missing metric is the failure cost; quality falls back to accuracy, then 0
+    assert objective_value({}, "params") == FAILED_COST
+    assert objective_value({"latency": 2, "infer_latency_ms": 3}, "latency") == 3.0
+    assert quality_of({"quality": 0.2, "accuracy": 0.5}) == 0.2
+    assert quality_of({"accuracy": 0.5}) == 0.5 and quality_of({}) == 0.0

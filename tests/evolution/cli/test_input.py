@@ -127,7 +127,7 @@ def test_postgres_stores_read_as_before_and_a_missing_database_is_one_line() -> 
     base = postgres_or_skip()
     with scratch_database(base) as url:
         with Store(url) as store:
-            run = store.create_run({}, 0, "cifar10")
+            run = store.create_run({"space": "nb201"}, 0, "cifar10")  # its cells are read in its space
         code, out, err = cli("runs", "--json", "--store", url)
         assert code == 0, err
         assert [r["id"] for r in json.loads(out)] == [run]
@@ -208,7 +208,7 @@ def test_resume_and_memory_take_a_run_id_prefix(tmp_path: Path) -> None:
 def _genome_store(url: str, genome_ids: list[str]) -> list[int]:
     """Individuals of genomes with chosen ids (the CLI resolves ids before reading genomes)."""
     with Store(url) as store:
-        run = store.create_run({}, 0, "cifar10")
+        run = store.create_run({"space": "nb201"}, 0, "cifar10")  # its cells are read in its space
         genomes = [
             GenomeIn(g, "space: nb201\nedges: [none, none, none, none, none, none]\n", g) for g in genome_ids
         ]

@@ -1,0 +1,95 @@
+"""The light commands load no torch: building the `evolve` parser (every command does) and
+`evolve genome validate` leave torch and Ray unimported, and the packages they pass through
+import their names on first use (PEP 562). Each check runs in a fresh interpreter, since
+this one has long loaded torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from genome import preset
+
+HEAVY = ("torch", "ray")
+WATCHED = (*HEAVY, "scipy")
+
+
+def loaded_after(code: str) -> dict[str, bool]:
+    """Which of WATCHED a fresh interpreter has imported after running `code`."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {WATCHED!r}}}))"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_building_the_parser_loads_no_torch() -> None:
+    loaded = loaded_after("from evolution.cli.main import build_parser\nbuild_parser()")
+    assert not any(loaded[m] for m in HEAVY), loaded
+
+
+@pytest.mark.parametrize("source", ["preset:llama3-8b", "FILE"])
+def test_genome_validate_loads_no_torch(source: str, tmp_path: Path) -> None:
+    if source == "FILE":
+        path = tmp_path / "g.yaml"
+        path.write_text(preset("gpt2-small").to_yaml())
+        source = str(path)
+    code = (
+        "from evolution.cli.main import main\n"
+        f"assert main(['genome', 'validate', {source!r}]) == 0\n"
+        f"assert main(['genome', 'validate', '--json', {source!r}]) == 0"
+    )
+    loaded = loaded_after(code)
+    assert not any(loaded[m] for m in HEAVY), loaded
+
+
+def test_the_torch_free_names_come_without_torch_or_scipy() -> None:
+    code = (
+        "import evaluation, evolution\n"
+        "from evaluation import EvalRequest, EvalResult, STATUSES\n"
+        "from evaluation.options import PRECISIONS\n"
+        "from evaluation.scaling import LadderError, min_boot\n"
+        "from evolution.config import RunConfig\n"
+        "from evolution.objectives import OBJECTIVES, quality_of\n"
+        "from evolution.strategies import STRATEGIES"
+    )
+    loaded = loaded_after(code)
+    assert not any(loaded.values()), loaded
+
+
+def test_every_public_name_of_the_lazy_packages_resolves() -> None:
+    import evaluation
+    import evaluation.scaling
+    import evolution
+
+    for package in (evaluation, evaluation.scaling, evolution):
+        assert sorted(package.__all__) == sorted(package._EXPORTS), package.__name__
+        for name in package.__all__:
+            value = getattr(package, name)
+            assert value is getattr(sys.modules[package._EXPORTS[name]], name)
+        with pytest.raises(AttributeError):
+            _ = package.no_such_name
+    # a submodule named like a function leaves the package's name to the function
+    import evaluation.evaluate
+    import evaluation.scaling.compare
+
+    assert callable(evaluation.evaluate) and callable(evaluation.scaling.compare)
+    assert sys.modules["evaluation.evaluate"].evaluate is evaluation.evaluate
+
+
+def test_the_parser_takes_its_choices_from_the_registries() -> None:
+    from evolution.cli.main import build_parser
+    from evolution.objectives import OBJECTIVES
+    from evolution.strategies import STRATEGIES
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    by_dest = {a.dest: a for a in run._actions}
+    assert tuple(by_dest["strategy"].choices) == tuple(STRATEGIES)
+    assert all(name in by_dest["objectives"].help for name in OBJECTIVES)
