@@ -120,15 +120,9 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace, store: Any, run_id: str) -> Any:
     """The Ray pool of `evolve run`, its leases logged to the ablation's run (tests replace it)."""
-    from evaluation import EvaluationPool  # torch and Ray
-    from store import LeaseLog  # SQLAlchemy: loaded by the commands that open a store
+    from evolution.pools import ray_pool
 
-    return EvaluationPool(
-        workers=args.workers,
-        ray_address=args.ray_address,
-        timeout_s=args.timeout,
-        on_lease=LeaseLog(store, run_id),
-    )
+    return ray_pool(store, run_id, args.workers, args.ray_address, args.timeout)
 
 
 def _list(args: argparse.Namespace, plan: Any) -> int:

@@ -44,15 +44,10 @@ def _pool_for(engine: Engine, store: Store) -> AbstractContextManager[Pool]:
     local = engine.space.local_pool()
     if local is not None:
         return nullcontext(local)
-    from evaluation import EvaluationPool  # torch and Ray
-    from store import LeaseLog  # SQLAlchemy: loaded by the commands that open a store
+    from evolution.pools import ray_pool
 
-    return EvaluationPool(
-        workers=engine.config.workers,
-        ray_address=engine.config.ray_address,
-        timeout_s=engine.config.timeout_s,
-        on_lease=LeaseLog(store, engine.run_id),
-    )
+    config = engine.config
+    return ray_pool(store, engine.run_id, config.workers, config.ray_address, config.timeout_s)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -48,11 +48,12 @@ from evaluation.budget import learning_rate
 from evaluation.precision import pool_precision
 from evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
 from evaluation.tasks import derive_seed, get_task
+from evolution.pools import ray_pool
 from evolution.scale.defaults import DEFAULT_TIMEOUT_S, MAX_SEEDS
 from evolution.scale.ladder import Design, Rung, ladder
 from evolution.training_run import TrainingRecorder
 from genome import Genome
-from store import LeaseIn, LeaseLog, Store
+from store import Store
 
 # Repeating the training data up to about 4 epochs costs little against new data; beyond, the
 # held-out loss measures memorisation more than scale (Muennighoff et al. 2023, "Scaling
@@ -278,19 +279,6 @@ class Recorder(TrainingRecorder):
         return self.lookup_points(self.plan.points)
 
 
-class LeaseRouter:
-    """``on_lease`` for one pool that trains the points of several ladders: each lease goes to
-    the run of the point it belongs to."""
-
-    def __init__(self, store: Store, owners: dict[tuple[str, str, int, int], str]) -> None:
-        self.owners, self.logs = owners, {run: LeaseLog(store, run) for run in set(owners.values())}
-
-    def __call__(self, lease: LeaseIn) -> None:
-        run = self.owners.get((lease.genome_id, lease.task, int(lease.fidelity), lease.seed))
-        if run is not None:
-            self.logs[run](lease)
-
-
 def train(
     recorders: Sequence[Recorder],
     todo: Sequence[tuple[Recorder, Point]],
@@ -342,12 +330,8 @@ def ladder_pool(
     timeout_s: float,
 ) -> Any:
     """The Ray pool of `evolve run` for ``todo``, each lease logged to its point's run."""
-    from evaluation import EvaluationPool
-
     owners = {p.key(rec.plan.task): rec.run_id for rec, p in todo}
-    return EvaluationPool(
-        workers=workers, ray_address=ray_address, timeout_s=timeout_s, on_lease=LeaseRouter(store, owners)
-    )
+    return ray_pool(store, owners, workers, ray_address, timeout_s)
 
 
 def train_recorded(
