@@ -12,7 +12,16 @@ until every request has exactly one result:
 4. :meth:`~Dispatch.poll` the heartbeat board (when leases are on): renew beating
    leases, :meth:`~Dispatch.on_lost` for tasks Ray restarted on a new worker,
    :meth:`~Dispatch.on_expired` for silent ones (cancelled, then retried);
-5. :meth:`~Dispatch.on_timeout` for flights past their deadline (cancelled, final).
+5. :meth:`~Dispatch.on_timeout` for flights past their deadline (cancelled).
+
+Time limits: with heartbeats, a flight's deadline is what the worker's last beat said its own
+limit had left, plus ``pool.timeout_grace_s`` (the worker's limit starts at the request's
+``timeout_s`` and grows with the candidate's measured pace, `trainer.Deadline`); before the
+first beat, the request's ``timeout_s`` plus the start grace and the timeout grace from
+submission. Without heartbeats, ``timeout_s`` plus the timeout grace from submission. A request
+that times out, by the worker's limit or the driver's deadline, is tried once more with
+``TIMEOUT_RETRY_FACTOR`` times its limit before its ``timeout`` is final: a slow but healthy
+candidate gets a second chance, a hung one is still stopped.
 
 Every decision about an attempt is reported through ``pool.on_lease`` as a
 ``store.LeaseIn`` (module docstring of :mod:`evaluation.pool` for the rules). If the
@@ -37,6 +46,8 @@ from .result import EvalRequest, EvalResult
 from .worker import is_transient
 
 logger = logging.getLogger(__name__)
+
+TIMEOUT_RETRY_FACTOR = 4.0  # a timed-out request's one further attempt gets this many times its limit
 
 #: A ``ray.ObjectRef`` (Ray is imported lazily, only once a pool starts).
 ObjectRef = Any
@@ -106,7 +117,8 @@ class Dispatch:
     ) -> None:
         self.pool = pool  # read-only here: settings, slots, on_lease, how to launch a task
         self.board = pool.board  # a HeartbeatBoard actor; None: heartbeats and leases off
-        self.requests = requests
+        self.requests = list(requests)  # a retried timeout's request carries its larger limit
+        self.timeout_retried: set[int] = set()
         self.on_result = on_result
         self.results: list[EvalResult | None] = [None] * len(requests)
         self.attempts = [0] * len(requests)
@@ -156,7 +168,10 @@ class Dispatch:
         token = uuid.uuid4().hex
         ref = self.pool.launch(request, token, self.attempts[index])
         now = time.monotonic()
-        deadline = now + limit + self.pool.timeout_grace_s
+        # with heartbeats, the limit runs from the worker's first beat (a fresh worker first
+        # imports torch, slowly on a loaded machine): until then, the start grace on top
+        starting = self.pool.start_grace_s if self.board is not None else 0.0
+        deadline = now + starting + limit + self.pool.timeout_grace_s
         flight = Flight(index, request, limit, deadline, self.attempts[index], token, now)
         flight.gpu = self.pool.gpu_share(request)
         self.flights[ref] = flight
@@ -186,6 +201,8 @@ class Dispatch:
             self.retry_or_fail(ref, "lost", f"transient failure: {result.reason}")
             return
         del self.flights[ref]
+        if result.status == "timeout" and self.retry_timeout(flight, result.reason):
+            return
         self.lease(flight, "done", None if result.ok else f"{result.status}: {result.reason}")
         self.record(flight.index, result)
 
@@ -208,7 +225,9 @@ class Dispatch:
                 if now - flight.submitted > start_grace_s:
                     self.on_expired(ref, f"lease expired: no heartbeat within {start_grace_s:g}s of starting")
                 continue
-            age, worker = beat
+            age, worker, remaining = beat
+            if remaining is not None:  # the worker's own limit (grown with its pace): wait as long
+                flight.deadline = now - age + remaining + self.pool.timeout_grace_s
             if flight.worker is not None and worker != flight.worker:
                 self.on_lost(flight, worker, now)
             elif flight.worker is None or now - flight.renewed >= lease_s / 3:
@@ -217,13 +236,16 @@ class Dispatch:
                 self.on_expired(ref, f"lease expired: no heartbeat for {age:.0f}s (lease {lease_s:g}s)")
 
     def on_timeout(self, ref: ObjectRef) -> None:
-        """A flight passed its deadline: kill it and record a final ``timeout``."""
+        """A flight passed its deadline: kill it; try once more with a larger limit, else
+        record a final ``timeout``."""
         import ray
 
         flight = self.flights.pop(ref)
         ray.cancel(ref, force=True)
         grace = self.pool.timeout_grace_s
         reason = f"no result within {flight.limit:g}s (+{grace:g}s grace); worker killed"
+        if self.retry_timeout(flight, reason):
+            return
         self.lease(flight, "cancelled", reason)
         timeout = EvalResult.for_request(
             self.requests[flight.index], "timeout", reason, wall_seconds=flight.limit + grace
@@ -267,13 +289,25 @@ class Dispatch:
 
     # -- outcomes --------------------------------------------------------------------
 
+    def retry_timeout(self, flight: Flight, reason: str) -> bool:
+        """The first timeout of a request: close this attempt ``cancelled`` and submit one
+        more with ``TIMEOUT_RETRY_FACTOR`` times its limit (True); False after that."""
+        if flight.index in self.timeout_retried:
+            return False
+        self.timeout_retried.add(flight.index)
+        limit = flight.limit * TIMEOUT_RETRY_FACTOR
+        self.lease(flight, "cancelled", f"{reason}; tried again with a {limit:g}s limit")
+        self.requests[flight.index] = replace(flight.request, timeout_s=limit)
+        self.submit(flight.index)
+        return True
+
     def retry_or_fail(self, ref: ObjectRef, state: str, reason: str) -> None:
         """End this attempt as ``state``; submit another while attempts remain
         (``max_retries + 1`` in all), else record the final ``crash``."""
         flight = self.flights.pop(ref)
         self.lease(flight, state, reason)
         tries = self.attempts[flight.index]
-        if tries <= self.pool.max_retries:
+        if tries - (flight.index in self.timeout_retried) <= self.pool.max_retries:
             self.submit(flight.index)
             return
         reason = f"{reason}; gave up after {tries} attempt{'s' * (tries > 1)}"

@@ -23,7 +23,7 @@ from .memory import free_device_memory
 from .precision import resolve_precision
 from .result import EvalRequest, EvalResult, Status, one_line
 from .tasks import Task, get_task
-from .trainer import DEFAULT_LR, train_and_score
+from .trainer import DEFAULT_LR, Deadline, train_and_score
 
 DEFAULT_STEPS = 300  # a fidelity at which the default mqar separates mixers from none
 
@@ -80,12 +80,13 @@ def evaluate(
     *,
     account_model: ModelAccountant | None = None,
     train_options: Mapping[str, Any] | None = None,
+    deadline: Deadline | None = None,
 ) -> EvalResult:
     """Train and score ``request``'s genome; always returns an ``EvalResult`` (see
     ``train_model``). With ``request.return_weights`` the result carries the trained
     weights as safetensors bytes."""
     model, result = train_model(
-        request, build_model, account_model=account_model, train_options=train_options
+        request, build_model, account_model=account_model, train_options=train_options, deadline=deadline
     )
     if model is not None and request.return_weights:
         result = dataclasses.replace(result, weights=safetensors_bytes(model))
@@ -107,6 +108,7 @@ def train_model(
     *,
     account_model: ModelAccountant | None = None,
     train_options: Mapping[str, Any] | None = None,
+    deadline: Deadline | None = None,
 ) -> tuple[nn.Module | None, EvalResult]:
     """Train and score ``request``'s genome on its task: the trained model (None unless
     the status is ``ok``) and the ``EvalResult``. Never raises.
@@ -120,8 +122,11 @@ def train_model(
     task or a model whose logits do not fit the task -> ``invalid``; a non-finite loss or
     gradient -> ``nan``; ``torch.OutOfMemoryError``, ``MemoryError``, a ``RuntimeError``
     saying "out of memory" (or the CPU allocator's wording), or an estimated training memory over
-    ``request.max_memory_bytes`` -> ``oom``; more than ``request.timeout_s`` seconds ->
-    ``timeout``; any other exception -> ``crash`` with its type and message.
+    ``request.max_memory_bytes`` -> ``oom``; past the time limit -> ``timeout``: building and
+    the first steps within ``request.timeout_s`` seconds, then at least ten times the
+    candidate's projected time at the pace of its first steps (`trainer.Deadline`; the
+    caller's ``deadline``, if given, is the one used, so another thread can read
+    ``remaining()``); any other exception -> ``crash`` with its type and message.
 
     ``request.precision`` is resolved for the device (``auto``: bf16 on CUDA, fp32
     elsewhere) and recorded as ``metrics["precision"]``. However it ends, the candidate's
@@ -215,6 +220,7 @@ def train_model(
             time_limit_s=time_limit,
             device=device,
             precision=precision,
+            deadline=deadline,
             **options,
         )
         metrics["lr"] = options.get("lr", DEFAULT_LR)
@@ -225,7 +231,10 @@ def train_model(
         trained = model
         return finish("ok")
     except EvaluationTimeout as error:  # report the request's limit, not what was left
-        return finish("timeout", f"time limit {request.timeout_s:g}s reached {error.progress}")
+        granted = (
+            "" if error.limit_s <= (request.timeout_s or 0) + 1e-6 else f" (pace-scaled {error.limit_s:.4g}s)"
+        )
+        return finish("timeout", f"time limit {request.timeout_s:g}s{granted} reached {error.progress}")
     except Exception as error:
         return finish(*classify_failure(error))
     finally:

@@ -37,20 +37,51 @@ from .tasks.suite import Suite, normalised_accuracy, score_components
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_LR = 3e-3
 DEFAULT_EVAL_BATCHES = 8
+PACE_STEPS = 3  # training steps that measure a candidate's pace
+PACE_SLACK = 10.0  # the pace-scaled limit: this many times the projected time
+SCORE_STEPS = 8  # scoring's share of the projection, in training steps (an upper bound)
 
 
 class Deadline:
-    """A wall-clock limit of ``limit_s`` seconds from ``start`` (``time.perf_counter``,
-    default now), shared by training and scoring; ``limit_s=None`` never expires."""
+    """A wall-clock limit that scales with the candidate's own pace, shared by training and
+    scoring; ``limit_s=None`` never expires.
+
+    It starts at ``limit_s`` seconds from ``start`` (``time.perf_counter``, default now).
+    Once ``PACE_STEPS`` training steps are done (`paced`), it becomes at least
+    ``PACE_SLACK`` times the whole evaluation's projected time at that pace,
+    ``limit = max(limit_s, PACE_SLACK · t_K / K · (steps + SCORE_STEPS))`` with ``t_K`` the
+    seconds the first K steps took: a machine under load measures a slower pace and grants
+    more, so a healthy candidate is not stopped by the load it runs under. What it still stops
+    is a candidate that slows ``PACE_SLACK``-fold after its first steps, or whose building and
+    first steps exceed ``limit_s`` (a hung one). ``remaining()`` is what the worker's
+    heartbeat reports, so that the driver waits as long as the worker does."""
 
     def __init__(self, limit_s: float | None, start: float | None = None) -> None:
         self.limit_s = limit_s
         self.start = time.perf_counter() if start is None else start
 
+    def restart(self, limit_s: float | None) -> None:
+        """Start again: ``limit_s`` seconds from now."""
+        self.limit_s, self.start = limit_s, time.perf_counter()
+
     def check(self, progress: str) -> None:
         """Raise ``EvaluationTimeout(limit_s, progress)`` once the limit has passed."""
         if self.limit_s is not None and time.perf_counter() > self.start + self.limit_s:
             raise EvaluationTimeout(self.limit_s, progress)
+
+    def paced(self, done: int, steps: int) -> None:
+        """After training step ``done`` (1-based) of ``steps``: at ``PACE_STEPS``, grant the
+        pace-scaled limit (class docstring)."""
+        if self.limit_s is None or done != min(PACE_STEPS, steps):
+            return
+        per_step = (time.perf_counter() - self.start) / done
+        self.limit_s = max(self.limit_s, PACE_SLACK * per_step * (steps + SCORE_STEPS))
+
+    def remaining(self) -> float | None:
+        """Seconds left before the limit (None: no limit)."""
+        if self.limit_s is None:
+            return None
+        return self.start + self.limit_s - time.perf_counter()
 
 
 @dataclass(frozen=True)
@@ -199,6 +230,7 @@ def train(
             tail_losses.append(loss_value)
         if deadline is not None:
             deadline.check(f"after {step + 1}/{steps} steps")
+            deadline.paced(step + 1, steps)
 
     return TrainStats(
         steps=steps,
@@ -288,6 +320,7 @@ def train_and_score(
     time_limit_s: float | None = None,
     device: torch.device | str | None = None,
     precision: str = "fp32",
+    deadline: Deadline | None = None,
 ) -> dict[str, float]:
     """:func:`train` then :func:`score`, within one ``time_limit_s`` for both.
 
@@ -302,9 +335,14 @@ def train_and_score(
 
     Raises what :func:`train` and :func:`score` raise: ``NonFiniteLoss``,
     ``EvaluationTimeout`` (once ``time_limit_s`` is exceeded, checked between steps and
-    batches) and ``IncompatibleModel``. ``precision`` goes to both (module docstring).
+    batches; the limit scales with the candidate's pace, `Deadline`) and ``IncompatibleModel``.
+    ``precision`` goes to both (module docstring). ``deadline``: the caller's own `Deadline`
+    (its limit reset to ``time_limit_s`` from now), to read ``remaining()`` from another thread.
     """
-    deadline = Deadline(time_limit_s)
+    if deadline is None:
+        deadline = Deadline(time_limit_s)
+    else:
+        deadline.restart(time_limit_s)
     device = _resolve_device(model, device)
     trained = train(
         model,

@@ -9,7 +9,9 @@ this module is only what the worker does and what it tells the driver.
   candidate that runs out of GPU memory is an ``oom`` result like any failure; ``evaluate``
   has freed its model and emptied the CUDA cache before this returns, so the worker
   process goes on to the next candidate. With a board and a token it first waits for one heartbeat to land,
-  then beats every ``heartbeat_s`` seconds from a daemon thread until the evaluation ends.
+  then beats every ``heartbeat_s`` seconds from a daemon thread until the evaluation ends;
+  each beat carries the seconds its time limit has left (`trainer.Deadline`: the limit grows
+  with the candidate's measured pace), so the driver waits exactly as long as the worker.
 * :class:`HeartbeatBoard` is a small Ray actor keeping the last beat of every attempt on
   its own clock, so no clock skew between machines reaches the driver's judgement.
 * :class:`TransientFailure` raised while building or training marks the failure as worth
@@ -28,6 +30,7 @@ from typing import Any
 
 from .evaluate import ModelBuilder, evaluate
 from .result import EvalRequest, EvalResult
+from .trainer import Deadline
 
 DEFAULT_HEARTBEAT_S = 2.0
 TRANSIENT_MARK = "(transient)"
@@ -58,15 +61,21 @@ class HeartbeatBoard:
     """
 
     def __init__(self) -> None:
-        self._beats: dict[str, tuple[float, str]] = {}
+        self._beats: dict[str, tuple[float, str, float | None]] = {}
 
-    def beat(self, token: str, worker: str) -> None:
-        self._beats[token] = (time.monotonic(), worker)
+    def beat(self, token: str, worker: str, remaining_s: float | None = None) -> None:
+        self._beats[token] = (time.monotonic(), worker, remaining_s)
 
-    def ages(self, tokens: list[str]) -> dict[str, tuple[float, str]]:
-        """token -> (seconds since its last beat, worker) for tokens that have beaten."""
+    def ages(self, tokens: list[str]) -> dict[str, tuple[float, str, float | None]]:
+        """token -> (seconds since its last beat, worker, seconds its time limit had left at
+        that beat, None when unknown) for tokens that have beaten."""
         now = time.monotonic()
-        return {t: (now - self._beats[t][0], self._beats[t][1]) for t in tokens if t in self._beats}
+        out = {}
+        for t in tokens:
+            if t in self._beats:
+                at, worker, remaining = self._beats[t]
+                out[t] = (now - at, worker, remaining)
+        return out
 
     def forget(self, tokens: list[str]) -> None:
         for token in tokens:
@@ -110,10 +119,11 @@ def evaluate_on_worker(
     torch.set_num_threads(torch_threads)
     identity = worker_identity()
     stop = threading.Event()
+    deadline = Deadline(request.timeout_s)
     if board is not None and token is not None:
-        _start_heartbeat(board, token, identity_text(identity), heartbeat_s, stop)
+        _start_heartbeat(board, token, identity_text(identity), heartbeat_s, stop, deadline)
     try:
-        result = evaluate(request, build_model)
+        result = evaluate(request, build_model, deadline=deadline)
     finally:
         stop.set()
     metrics = {**result.metrics, "torch_threads": torch_threads, **identity}
@@ -135,18 +145,21 @@ def _assigned_gpu_share() -> float:
     return 0.0
 
 
-def _start_heartbeat(board: Any, token: str, worker: str, heartbeat_s: float, stop: threading.Event) -> None:
+def _start_heartbeat(
+    board: Any, token: str, worker: str, heartbeat_s: float, stop: threading.Event, deadline: Deadline
+) -> None:
     """Send one beat and wait for it to land (from then on, silence means a hung worker),
-    then beat every ``heartbeat_s`` seconds from a daemon thread until ``stop`` is set."""
+    then beat every ``heartbeat_s`` seconds from a daemon thread until ``stop`` is set; each
+    beat says how long ``deadline`` has left."""
     import ray
 
     with contextlib.suppress(Exception):
-        ray.get(board.beat.remote(token, worker), timeout=FIRST_BEAT_TIMEOUT_S)
+        ray.get(board.beat.remote(token, worker, deadline.remaining()), timeout=FIRST_BEAT_TIMEOUT_S)
 
     def heartbeat() -> None:
         while True:
             with contextlib.suppress(Exception):  # the driver decides what silence means
-                board.beat.remote(token, worker)
+                board.beat.remote(token, worker, deadline.remaining())
             if stop.wait(heartbeat_s):
                 return
 

@@ -28,6 +28,7 @@ from evolution.strategies import STRATEGIES
 # quality (normalised accuracy on the suite) that a candidate must reach to count as having
 # learned anything: the MLP-only calibration model scores under it (evaluation/tasks/suite.py)
 QUALITY_FLOOR = 0.05
+MAX_TIMEOUT_S = 30 * 86_400.0  # as evolve scale and ablate allow
 DEFAULT_GENERATIONS = 3  # with the default suite budget: about 10 minutes on 2 cores
 # The bounds of every size a run is given, (least, most); most None: no upper bound. The
 # maxima lie far beyond any run this program can carry out, and refuse a mistyped value
@@ -109,6 +110,16 @@ class RunConfig:
     workers: int | None = field(default=None, metadata=cli("parallel evaluations (default: every core)"))
     ray_address: str | None = field(
         default=None, metadata=cli("join an existing Ray cluster (default: local)")
+    )
+    timeout_s: float = field(  # evaluation.trainer.Deadline: the limit grows with the pace
+        default=60.0,
+        metadata=cli(
+            "seconds a candidate has to build and take its first steps; then its limit is ten "
+            "times its projected time at that pace, so load slows a run but changes no result; "
+            "a candidate that still times out is tried once more with four times the limit (60)",
+            flag="--timeout",
+            metavar="S",
+        ),
     )
     max_params: int = field(  # applied before selection
         default=250_000, metadata=cli("hard parameter budget")
@@ -199,7 +210,6 @@ class RunConfig:
     ladder_axis: str = "both"
     ladder_timeout_s: float = 3_600.0  # per ladder point
     crossover_rate: float = 0.2
-    timeout_s: float = 60.0  # per candidate: slower ones are recorded as "timeout" failures
     seed_policy: str = "genome"  # genome | run (see evolution.evaluating)
     memory_parts: tuple[str, ...] = ("credit", "elites")  # what --memory-from inherits
     archive_size: int = 8
@@ -208,6 +218,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         objectives = tuple(self.objectives)
         object.__setattr__(self, "objectives", objectives)
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise ValueError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
         if self.population < 2:
             raise ValueError("population must be at least 2")
         if self.initial_population is not None and self.initial_population < self.population:

@@ -12,10 +12,9 @@ Every refusal is a ``LadderError`` (a ``ValueError``) with a one-line message
 so ``LadderError`` and ``min_boot`` come without numpy and scipy.
 """
 
-import sys
-from importlib import import_module
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evaluation.lazy import install
 
 if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr__
     from .checks import LadderError, min_boot
@@ -53,21 +52,4 @@ __all__ = [  # = the keys of _EXPORTS, spelt out for the linters
     "sample_efficiency",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'evaluation.scaling' has no attribute {name!r}")
-
-
-class _Package(ModuleType):
-    """This package: importing a submodule named like a function it exports (`compare`)
-    leaves the package's attribute to the function, as the eager imports here once did (the
-    import system would set it to the submodule)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if not (name in _EXPORTS and isinstance(value, ModuleType)):
-            super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+__getattr__ = install(__name__, _EXPORTS)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # what --resume takes from the command line: how far and where it runs, and a ladder after it
 RESUME_OVERRIDES: tuple[str, ...] = ("generations", "workers", "ray_address", "ladder", "target_params")
-RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens")
+RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens", "timeout_s")
 
 
 def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
