@@ -79,11 +79,11 @@ def test_a_candidate_the_estimate_cannot_build_gets_the_fallback_share():
 
 
 class _PackedPool:
-    """What Dispatch reads of a pool, with fixed shares and no Ray."""
+    """What Dispatch reads of a pool (`evaluation.dispatch.Launcher`), with fixed shares and no Ray."""
 
     def __init__(self, shares: dict[str, float], gpus: float, slots: int) -> None:
         self.shares, self.gpus, self.slots = shares, gpus, slots
-        self._board = None
+        self.board = None
         self.on_lease = None
         self.timeout_s, self.timeout_grace_s = 60.0, 1.0
         self.launched: list[str] = []
@@ -91,7 +91,7 @@ class _PackedPool:
     def gpu_share(self, request: EvalRequest) -> float:
         return self.shares[request.genome_id]
 
-    def _launch(self, request: EvalRequest, token: str, attempt: int) -> str:
+    def launch(self, request: EvalRequest, token: str, attempt: int) -> str:
         self.launched.append(request.genome_id)
         return token
 
