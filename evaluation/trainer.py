@@ -380,6 +380,7 @@ def train_and_score(
         "infer_latency_ms": scored.infer_latency_ms,
         "wall_seconds": time.perf_counter() - deadline.start,
         "steps": trained.steps,
+        **({"time_limit_seconds": deadline.limit_s} if deadline.limit_s is not None else {}),
     }
 
 

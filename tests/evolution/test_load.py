@@ -3,10 +3,11 @@ taken by busy processes: the time limits scale with each candidate's own pace
 (`evaluation.trainer.Deadline`), and a timeout is tried once more with a larger limit
 (`evaluation.dispatch`), so the load decides how long a run takes, never what it records.
 
-The request limit here (1 s) is one a flat wall-clock limit would break on: most candidates
-train for longer than that even on a quiet machine, and three to four times longer under the
-load. Both runs must record every candidate without a timeout and with identical metrics
-(statuses and every metric that measures the model, `evolution.replay.compared`).
+The request limit here (1 s) is one a flat wall-clock limit breaks on, on this project's
+2-core machine: candidates here train for 0.4 to 3 s quiet and longer under the load. Both
+runs must record every candidate without a timeout and with identical metrics (statuses and
+every metric that measures the model, `evolution.replay.compared`), and every limit that held
+must be one the candidate's pace granted beyond the request's.
 """
 
 from __future__ import annotations
@@ -92,9 +93,10 @@ def test_a_seeded_search_records_the_same_evaluations_under_load(two_stores: tup
     assert "timeout" not in statuses and statuses.count("ok") >= len(statuses) // 2, statuses
     for key, (status, metrics) in quiet.items():
         assert loaded[key] == (status, metrics), key
-    # a flat 1 s limit would not have held: the candidates' own training took longer
-    seconds = [e[1].get("train_seconds", 0.0) for e in _raw(quiet_url)]
-    assert max(seconds) > CONFIG.timeout_s
+    # the limits that held were the candidates' own: each grew from the request's 1 s with
+    # its pace (`time_limit_seconds`, a measurement of the machine: not compared above)
+    granted = [m["time_limit_seconds"] for status, m in _raw(quiet_url) + _raw(loaded_url) if status == "ok"]
+    assert granted and min(granted) > CONFIG.timeout_s
 
 
 def _raw(url: str) -> list[tuple[str, dict[str, Any]]]:
