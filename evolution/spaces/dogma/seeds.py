@@ -25,10 +25,7 @@ SEED_PRESETS = ("gpt2-small", "llama3-8b", "mamba-130m")
 def scale_down(doc: Doc, d_model: int, copies: int, pinned: dict[str, Any]) -> Doc:
     """A preset's document at width `d_model` with at most `copies` copies of each coding
     region, pinned to the task (`genome.resize`: the one rule ladders use too)."""
-    canonical = Genome.from_dict(doc).to_dict()
-    if "rope_theta" not in doc["regions"][0]["settings"]:  # the preset leaves RoPE's base at its default
-        canonical["regions"][0]["settings"].pop("rope_theta", None)
-    return copies_at_most(at_width(canonical, d_model, pinned), copies)
+    return copies_at_most(at_width(Genome.from_dict(doc).to_dict(), d_model, pinned), copies)
 
 
 def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int, tries: int = 50) -> Genome:
