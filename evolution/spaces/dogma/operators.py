@@ -4,7 +4,20 @@ Every operator takes canonical genome documents (`Genome.to_dict()`) and a seede
 `random.Random`, and returns a `Variation`: the child document plus a change record
 (op, location, before, after). Operators may produce invalid documents; `vary` repairs
 what it can (`evolution.spaces.dogma.repair`) and discards the rest with a reason. Nothing here draws
-from a global random stream.
+from a global random stream: every operator is a function of its documents and its `rng`.
+
+Guards (`evolution.spaces.dogma.guards` says what a sequence mixer and an expressed region
+are): no variation of a parent with an expressed sequence mixer yields a child without one,
+and none silences the last expressed coding region (the operators avoid such draws where
+they choose, and `vary` discards what slips through, with the reason); a `promoter_change`
+whose child decodes to the parent's model is discarded. Steps are small where the value has
+an order: `window` of attention moves along global, then real windows halving (never to the
+self-only window 1), `d_model` along the seed widths (`guards.SEED_WIDTHS`, the model resized
+by `genome.resize.at_width`), `positions` to a related scheme (the ladders live in
+`guards`); `kind_substitution` stays in
+the base's family (`guards.FAMILY`) with probability `IN_FAMILY`; `homologous_crossover`
+(`evolution.spaces.dogma.crossover`) cuts both parents at one relative position and
+recombines the two aligned regions there.
 """
 
 from __future__ import annotations
@@ -16,7 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evolution.spaces.contract import Child, Discard
+from evolution.spaces.dogma import guards
+from evolution.spaces.dogma.crossover import fresh_id, homologous_crossover
 from genome import KINDS, PROMOTER, STRUCTURAL, Genome, GenomeError
+from genome.resize import at_width
 from genome.schema import ParamSpec
 from genome.validate import SIGNAL_KIND
 
@@ -37,30 +53,26 @@ def _coding(doc: Doc) -> list[int]:
     return [i for i, r in enumerate(doc["regions"]) if r["type"] == "coding"]
 
 
-def _fresh_id(doc: Doc, prefix: str) -> str:
-    taken = {r["id"] for r in doc["regions"]}
-    n = len(doc["regions"])
-    while f"{prefix}{n}" in taken:
-        n += 1
-    return f"{prefix}{n}"
-
-
 def mutate_value(spec: ParamSpec, value: Any, rng: random.Random) -> Any:
-    """A neighbouring value: ints double/halve (±1 when small), floats scale, others flip."""
+    """A neighbouring value, different from `value` where the bounds allow: ints double or
+    halve (±1 when at most 4), floats scale by 1.5 or 1/1.5 (0 goes to the default), bools
+    flip, choices move to another choice. Values are clamped to the spec's bounds; a step
+    that the bounds clamp back to `value` is not drawn while the other direction moves."""
     if spec.type == "bool":
         return not value
     if spec.type == "choice":
         return rng.choice([c for c in spec.choices if c != value] or [value])
     if spec.type == "int":
-        if value <= 4:
-            new = value + rng.choice((-1, 1))
-        else:
-            new = value * 2 if rng.random() < 0.5 else value // 2
+        steps = [value - 1, value + 1] if value <= 4 else [value * 2, value // 2]
+    elif value == 0:
+        steps = [spec.default, spec.default]
     else:
-        new = value * (1.5 if rng.random() < 0.5 else 1 / 1.5)
-    lo = spec.low if spec.low is not None else new
-    hi = spec.high if spec.high is not None else new
-    return type(value)(min(max(new, lo), hi))
+        steps = [value * 1.5, value / 1.5]
+    lo = spec.low if spec.low is not None else -float("inf")
+    hi = spec.high if spec.high is not None else float("inf")
+    clamped = [type(value)(min(max(new, lo), hi)) for new in steps]
+    moving = [new for new in clamped if new != value]
+    return rng.choice(moving) if moving else value
 
 
 def random_base(base_type: str, rng: random.Random, region_type: str = "coding") -> dict:
@@ -85,7 +97,8 @@ def _pick_base(doc: Doc, rng: random.Random) -> tuple[int, int]:
 
 # -- mutation operators -------------------------------------------------------------------
 def point_substitution(doc: Doc, rng: random.Random) -> Variation:
-    """Change one hyperparameter of one gene to a neighbouring value."""
+    """Change one hyperparameter of one gene to a neighbouring value (`mutate_value`;
+    attention's `window` along `guards.window_ladder`; a `conv` kernel never shrinks to 1)."""
     i, j = _pick_base(doc, rng)
     base = doc["regions"][i]["bases"][j]
     specs = KINDS[base["kind"]].params
@@ -93,7 +106,12 @@ def point_substitution(doc: Doc, rng: random.Random) -> Variation:
         raise Discard(f"kind {base['kind']} has no hyperparameters")
     name = rng.choice(sorted(specs))
     before = base["params"].get(name, specs[name].default)
-    after = mutate_value(specs[name], before, rng)
+    if name == "window" and base["kind"] in guards.WINDOWED:
+        after: Any = guards.step_window(base["params"], doc["regions"][0]["settings"], rng)
+    else:
+        after = mutate_value(specs[name], before, rng)
+        if name == "kernel" and base["kind"] == "conv" and after == 1:
+            raise Discard("a conv kernel of 1 mixes no positions")
     if after == before:
         raise Discard(f"{name} already at its bound")
     base["params"][name] = after
@@ -101,8 +119,19 @@ def point_substitution(doc: Doc, rng: random.Random) -> Variation:
     return Variation("point_substitution", doc, {"location": loc, "before": before, "after": after})
 
 
+IN_FAMILY = 0.8  # share of kind substitutions drawn within the base's family
+
+
+def _is_last_mixer(doc: Doc, i: int, j: int) -> bool:
+    """Base j of region i is the only expressed sequence mixer of `doc`."""
+    return [(m.region_index, m.base) for m in guards.mixers_of_doc(doc)] == [(i, j)]
+
+
 def kind_substitution(doc: Doc, rng: random.Random) -> Variation:
-    """Replace a gene's kind by another kind legal on the same base type."""
+    """Replace a gene's kind by another kind legal on the same base type: with probability
+    `IN_FAMILY` one of the base's family (`guards.FAMILY`; attention -> mla, mamba -> s4),
+    otherwise (or when the family has no other legal kind) any legal kind. The last
+    expressed sequence mixer is only replaced by another sequence mixer."""
     i, j = _pick_base(doc, rng)
     region = doc["regions"][i]
     base = region["bases"][j]
@@ -111,10 +140,14 @@ def kind_substitution(doc: Doc, rng: random.Random) -> Variation:
         for k, s in KINDS.items()
         if base["base"] in s.bases and region["type"] in s.regions and k != base["kind"]
     ]
+    if _is_last_mixer(doc, i, j):
+        kinds = [k for k in kinds if k in guards.SEQUENCE_MIXERS]
     if not kinds:
         raise Discard(f"no other kind for a {base['base']} base")
+    kin = [k for k in kinds if guards.family(k) == guards.family(base["kind"])]
+    pool = kin if kin and rng.random() < IN_FAMILY else kinds
     before = base["kind"]
-    region["bases"][j] = {"base": base["base"], "kind": rng.choice(kinds), "params": {}}
+    region["bases"][j] = {"base": base["base"], "kind": rng.choice(pool), "params": {}}
     return Variation(
         "kind_substitution",
         doc,
@@ -144,7 +177,8 @@ def base_insertion(doc: Doc, rng: random.Random) -> Variation:
 
 
 def base_deletion(doc: Doc, rng: random.Random) -> Variation:
-    """Delete one base from a coding region that has more than one."""
+    """Delete one base from a coding region that has more than one; never the last
+    expressed sequence mixer."""
     spots = [
         (i, j)
         for i in _coding(doc)
@@ -153,6 +187,9 @@ def base_deletion(doc: Doc, rng: random.Random) -> Variation:
     ]
     if not spots:
         raise Discard("no coding region with a base to spare")
+    spots = [(i, j) for i, j in spots if not _is_last_mixer(doc, i, j)]
+    if not spots:
+        raise Discard("the only base to spare is the last expressed sequence mixer")
     i, j = rng.choice(spots)
     gone = doc["regions"][i]["bases"].pop(j)
     return Variation(
@@ -174,7 +211,7 @@ def region_duplication(doc: Doc, rng: random.Random) -> Variation:
     i = rng.choice(coding)
     source = doc["regions"][i]
     dup = copy.deepcopy(source)
-    dup["id"] = _fresh_id(doc, "c")
+    dup["id"] = fresh_id(doc, "c")
     doc["regions"].insert(i + 1, dup)
     shares = rng.random() < 0.5 and not any(
         e["kind"] == "shares" and e["target"] == source["id"] for e in doc["edges"]
@@ -225,7 +262,7 @@ def regulatory_rewiring(doc: Doc, rng: random.Random) -> Variation:
         t = rng.choice(coding)
         if t > 0 and doc["regions"][t - 1]["type"] == "promoter":
             t -= 1  # the gate region goes before the promoter, not between it and its region
-        rid = _fresh_id(doc, "r")
+        rid = fresh_id(doc, "r")
         doc["regions"].insert(
             t, {"id": rid, "type": "regulatory", "bases": [random_base("C", rng, "regulatory")]}
         )
@@ -262,7 +299,7 @@ def _new_gate_region(doc: Doc, before: int) -> str:
     `before` (ahead of its promoter, if it has one); return its id."""
     if before > 0 and doc["regions"][before - 1]["type"] == "promoter":
         before -= 1
-    rid = _fresh_id(doc, "r")
+    rid = fresh_id(doc, "r")
     doc["regions"].insert(
         before, {"id": rid, "type": "regulatory", "bases": [{"base": "C", "kind": SIGNAL_KIND, "params": {}}]}
     )
@@ -376,18 +413,33 @@ def regulatory_cascade(doc: Doc, rng: random.Random) -> Variation:
 
 
 def promoter_change(doc: Doc, rng: random.Random) -> Variation:
-    """Change the expression of a coding region: copy count, silencing or strength."""
+    """Change the expression of a coding region: copy count, silencing or strength (a
+    promoter is added to a region without one). Every draw changes the model: a silenced
+    region can only be expressed again (its copies and strength decode to nothing), and the
+    region holding the last expressed sequence mixers, or the last expressed region, is
+    never silenced."""
     coding = _coding(doc)
     if not coding:
         raise Discard("genome has no coding region")
     i = rng.choice(coding)
+    mixers = guards.mixers_of_doc(doc)
+    expressed = guards.expressed_coding(doc)
+    keep = expressed == [i] or (bool(mixers) and all(m.region_index == i for m in mixers))
     if i == 0 or doc["regions"][i - 1]["type"] != "promoter":
-        doc["regions"].insert(i, {"id": _fresh_id(doc, "p"), "type": "promoter", "settings": {}})
+        doc["regions"].insert(i, {"id": fresh_id(doc, "p"), "type": "promoter", "settings": {}})
         i += 1
     settings = doc["regions"][i - 1]["settings"]
-    name = rng.choice(("copies", "copies", "expressed", "strength"))
+    if not settings.get("expressed", PROMOTER["expressed"].default):
+        names: tuple[str, ...] = ("expressed",)
+    elif keep:
+        names = ("copies", "copies", "strength")
+    else:
+        names = ("copies", "copies", "expressed", "strength")
+    name = rng.choice(names)
     before = settings.get(name, PROMOTER[name].default)
     after = mutate_value(PROMOTER[name], before, rng)
+    if after == before:
+        raise Discard(f"promoter {name} already at its bound")
     settings[name] = after
     return Variation(
         "promoter_change",
@@ -401,49 +453,25 @@ STRUCTURAL_MUTABLE = ("d_model", "positions", "norm", "norm_position", "tie_embe
 
 
 def structural_change(doc: Doc, rng: random.Random) -> Variation:
-    """Change one global setting: width, positions, norm kind or placement, tying, biases."""
+    """Change one global setting: width, positions, norm kind or placement, tying, biases.
+
+    `d_model` moves to a neighbouring seed width (`guards.width_ladder`) and the whole document is
+    resized with it (`genome.resize.at_width`: heads, head widths and hidden widths keep
+    their share); `positions` moves to a related scheme (`guards.POSITION_NEIGHBOURS`)."""
     settings = doc["regions"][0]["settings"]
     name = rng.choice(STRUCTURAL_MUTABLE)
     before = settings.get(name, STRUCTURAL[name].default)
-    after = mutate_value(STRUCTURAL[name], before, rng)
+    if name == "d_model":
+        after: Any = guards.ladder_step(guards.width_ladder(), before, rng)
+        doc = at_width(doc, int(after), {})
+    elif name == "positions":
+        after = rng.choice(guards.POSITION_NEIGHBOURS.get(before, STRUCTURAL["positions"].choices))
+    else:
+        after = mutate_value(STRUCTURAL[name], before, rng)
     if after == before:
         raise Discard(f"structural {name} already at its bound")
-    settings[name] = after
+    doc["regions"][0]["settings"][name] = after
     return Variation("structural_change", doc, {"location": f"s.{name}", "before": before, "after": after})
-
-
-def homologous_crossover(a: Doc, b: Doc, rng: random.Random) -> Variation:
-    """Recombine at region boundaries: a's head (with its structural region), b's tail.
-
-    Region ids of the tail are renamed when they collide; edges survive when both ends do
-    (repair drops the ones that no longer fit)."""
-    cut_a = rng.randint(1, len(a["regions"]))
-    cut_b = rng.randint(1, len(b["regions"]))
-    head, tail = copy.deepcopy(a["regions"][:cut_a]), copy.deepcopy(b["regions"][cut_b:])
-    child = {"regions": head, "edges": []}
-    rename: dict[str, str] = {}
-    for r in tail:
-        new_id = (
-            r["id"] if r["id"] not in {x["id"] for x in child["regions"]} else _fresh_id(child, r["id"][0])
-        )
-        rename[r["id"]] = new_id
-        child["regions"].append({**r, "id": new_id})
-    kept = {r["id"] for r in head}
-    child["edges"] = [dict(e) for e in a["edges"] if e["source"] in kept and e["target"] in kept]
-    child["edges"] += [
-        {**e, "source": rename[e["source"]], "target": rename[e["target"]]}
-        for e in b["edges"]
-        if e["source"] in rename and e["target"] in rename
-    ]
-    return Variation(
-        "homologous_crossover",
-        child,
-        {
-            "location": f"a[:{cut_a}] + b[{cut_b}:]",
-            "before": None,
-            "after": [r["id"] for r in child["regions"]],
-        },
-    )
 
 
 MUTATIONS: dict[str, Callable[[Doc, random.Random], Variation]] = {
@@ -460,10 +488,12 @@ MUTATIONS: dict[str, Callable[[Doc, random.Random], Variation]] = {
 
 
 def vary(op: str, parents: list[Genome], rng: random.Random, repair: Callable[[Doc], Doc]) -> Child:
-    """Apply operator `op` to parents' documents, repair, validate; raise Discard if hopeless."""
+    """Apply operator `op` to parents' documents, repair, validate and guard
+    (`guards.check_child`);
+    raise Discard with the reason if hopeless."""
     docs = [copy.deepcopy(p.to_dict()) for p in parents]
     if op == "homologous_crossover":
-        variation = homologous_crossover(docs[0], docs[1], rng)
+        variation = Variation(op, *homologous_crossover(docs[0], docs[1], rng))
     else:
         variation = MUTATIONS[op](docs[0], rng)
     try:
@@ -472,4 +502,5 @@ def vary(op: str, parents: list[Genome], rng: random.Random, repair: Callable[[D
         raise Discard(f"{op}: unrepairable child: {e}") from None
     if genome.id == parents[0].id:
         raise Discard(f"{op}: child equals its parent")
+    guards.check_child(op, [p.to_dict() for p in parents], genome.to_dict())
     return Child(genome, op, {"op": op, **variation.change})

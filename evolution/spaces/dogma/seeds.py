@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from evolution.spaces.dogma.guards import SEED_WIDTHS  # the one list: the structural step moves along it
 from evolution.spaces.dogma.operators import random_base
 from genome import PRESETS, Genome, GenomeError
 from genome.resize import at_width, copies_at_most
@@ -18,7 +19,6 @@ from phenotype import account
 
 Doc = dict[str, Any]
 
-SEED_WIDTHS = (32, 48, 64, 96)
 SEED_PRESETS = ("gpt2-small", "llama3-8b", "mamba-130m")
 
 
