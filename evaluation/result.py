@@ -15,7 +15,8 @@ from typing import Any, Literal
 # keeps the two equal.
 from store import EVALUATION_STATUSES
 
-Status = Literal["ok", "invalid", "nan", "oom", "timeout", "crash"]
+# "filtered" is set by the engine's pre-filter (the genome cannot beat chance), never by a pool
+Status = Literal["ok", "invalid", "nan", "oom", "timeout", "crash", "filtered"]
 STATUSES: tuple[str, ...] = EVALUATION_STATUSES  # the name this package's callers use
 MAX_REASON_CHARS = 500
 

@@ -32,11 +32,20 @@ fp32). A row of another run is reused only when it was trained in the run's prec
 oldest row of the key decides; otherwise the key is trained again); rows of the run itself
 are always its own.
 
+Pre-filter: a child that breaks no hard constraint but that the space's
+`SearchSpace.prefilter` gives a reason for (it cannot beat chance by construction, e.g. a
+DOGMA genome without an expressed sequence mixer) is `filtered`: never sent to the pool,
+not counted in `spent`, the failed fitness, and one stored row on the run's task at the
+full fidelity with the space's cost metrics and the reason (`filtered_row`). A filtered
+row is never a cache answer (`_lookup`): whether a genome is filtered is decided anew by
+the pre-filter of each run. `filtered` is no failure of a training (no training ran):
+`report.filtered` counts it, `report.failed` does not.
+
 Multi-fidelity (`min_steps` below `steps`, where the space supports it): children are
 trained at `min_steps` first (scaled like the full stage under a flops budget); the best
-`promote` fraction (NSGA-II order on the low-fidelity fitness, so Pareto-aware; under the
-quality floor, which few reach after `min_steps`, that is mostly quality order) is
-trained at the full fidelity. Every evaluation row
+`promote` fraction on the low-fidelity fitness (quality order, `selection.quality_key`,
+under one objective; NSGA-II order, Pareto-aware, under several) is trained at the full
+fidelity. Every evaluation row
 records its fidelity; a child's `record.final` says whether its metrics are final.
 """
 
@@ -55,12 +64,14 @@ from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed, get_task  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
 from evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
+from evolution.selection import by_quality, single_objective
 from evolution.spaces.contract import SearchSpace
 from evolution.strategies import below_floor
 from evolution.types import Candidate, Event, GenerationReport, TaskResult
 from store import EvaluationIn, Store
 
 FAILED_QUALITY = -1e3  # below any score: a normalised accuracy under chance is negative
+FILTERED = "filtered"  # the status of a child the pre-filter stopped (store.EVALUATION_STATUSES)
 FLOPS_STEPS_CAP = 10  # a flops budget gives a candidate at most this many times `steps`
 
 
@@ -193,14 +204,20 @@ class Evaluator:
 
     # -- a generation's children ----------------------------------------------------------
     def evaluate(self, children: Sequence[Candidate], pool: Pool | None, report: GenerationReport) -> None:
-        """Evaluate every child that breaks no hard constraint (multi-fidelity when
-        configured); a child that breaks one is `invalid` and never trained."""
+        """Evaluate every child that breaks no hard constraint and passes the space's
+        pre-filter (multi-fidelity when configured); a child that breaks one is `invalid`,
+        one the pre-filter stops is `filtered` (`filter_out`); neither is trained."""
         cfg = self.config
         for c in children:
             if c.violation:
                 c.status, c.metrics = "invalid", {"violation": c.violation}
                 c.fitness.values = self.fitness(c)
                 c.record.final = True
+                continue
+            reason = self.space.prefilter(c.genome)
+            if reason is not None:
+                self.filter_out(c, reason)
+                report.filtered += 1
         todo = [c for c in children if not c.fitness.valid]
         if cfg.first_fidelity is None or not self.space.supports_multi_fidelity:
             self._evaluate_at(todo, pool, report, final=True)
@@ -208,7 +225,11 @@ class Evaluator:
             self._evaluate_at(todo, pool, report, final=False)
             ok = [c for c in todo if c.status == "ok"]
             k = min(len(ok), math.ceil(cfg.promote * len(todo))) if ok else 0
-            promoted: list[Candidate] = tools.selNSGA2(ok, k) if k else []
+            # quality order under one objective (`selection.quality_key`: ties to fewer params),
+            # NSGA-II order on the first-stage fitness under several
+            promoted: list[Candidate] = (
+                (by_quality(ok)[:k] if single_objective(ok) else tools.selNSGA2(ok, k)) if k else []
+            )
             report.promoted = len(promoted)
             for c in promoted:
                 del c.fitness.values  # evaluated again, at full fidelity
@@ -216,16 +237,38 @@ class Evaluator:
         for ind in children:
             if ind.status == "ok":
                 self.history.append((ind.record.spent_at, ind))
-        report.failed += sum(c.status not in ("ok", None) for c in children)
+        report.failed += sum(c.status not in ("ok", FILTERED, None) for c in children)
+
+    def filter_out(self, ind: Candidate, reason: str) -> None:
+        """Mark `ind` `filtered` for `reason`: metrics are the space's cost metrics alone,
+        the failed fitness, final (it is never trained), and its one row to store."""
+        ind.status, ind.metrics = FILTERED, dict(self.space.cost_metrics(ind.genome))
+        ind.fitness.values = self.fitness(ind)
+        ind.record.final = True
+        ind.record.fidelity = self.fidelity_for(ind, final=True)
+        ind.record.spent_at = self.spent
+        ind.record.cached_rows.append(
+            EvaluationIn(
+                ind.genome.id,
+                self.config.task,
+                ind.record.fidelity,
+                ind.seed,
+                FILTERED,
+                dict(ind.metrics),
+                reason,
+                0.0,
+            )
+        )
 
     def _lookup(self, key: EvalKey, precision: str) -> tuple[Any, bool]:
         """A stored result for the key: (record, stored_in_this_run) or (None, False); one of
-        another run only when it trained in `precision`."""
+        another run only when it trained in `precision`; a `filtered` row never (nothing
+        was trained: the pre-filter of this run decides)."""
         rec = self.store.find_evaluation(*key, run_id=self.run_id)
-        if rec is not None:
+        if rec is not None and rec.status != FILTERED:
             return rec, True
         rec = self.store.find_evaluation(*key, run_id=None)
-        if rec is not None and precision_of(rec.metrics) != precision:
+        if rec is not None and (rec.status == FILTERED or precision_of(rec.metrics) != precision):
             return None, False
         return rec, False
 
@@ -330,12 +373,14 @@ class Evaluator:
     # -- resume ---------------------------------------------------------------------------
     def count_spent(self) -> int:
         """Real evaluations the run's stored individuals hold (for resume): neither rows
-        copied from other runs nor, with several tasks, the run's per-task-mean rows."""
+        copied from other runs, nor `filtered` rows (never trained), nor, with several
+        tasks, the run's per-task-mean rows."""
         return sum(
             1
             for rec in self.store.individuals(self.run_id)
             for e in rec.evaluations
             if e.individual_id == rec.id
+            and e.status != FILTERED
             and "cached_from" not in (e.metrics or {})
             and (len(self.tasks) == 1 or e.task != self.config.task)
         )
@@ -360,6 +405,7 @@ def stored_result(rows: Sequence[Any]) -> tuple[str | None, dict[str, Any], int 
 __all__ = [
     "FAILED_COST",
     "FAILED_QUALITY",
+    "FILTERED",
     "EvalKey",
     "Evaluator",
     "below_floor",

@@ -104,12 +104,13 @@ class GenerationReport:
     generation: int
     evaluated: int  # children trained here (at least one new evaluation), per fidelity stage
     cached: int  # children whose every result was reused, per fidelity stage
-    failed: int
+    failed: int  # children whose evaluation failed (`filtered` ones are not: never trained)
     discarded: list[str] = field(default_factory=list)
     best_quality: float = 0.0  # the population's best quality (the fitness's first value)
     requests: int = 0  # real evaluations (one per task and fidelity)
     hits: int = 0  # results reused instead of evaluated
     promoted: int = 0
+    filtered: int = 0  # children the space's pre-filter stopped: stored `filtered`, never trained
     births: int = 0
     immigrants: int = 0  # random newcomers that filled places breeding left empty
     bred: int = 0  # children bred before the surrogate chose which to train

@@ -35,9 +35,15 @@ from sqlalchemy.types import TypeDecorator
 
 RUN_STATUSES = ("running", "finished", "failed")
 #: What a run is: an evolutionary ``search`` (``evolve run``, whatever its strategy), or the
-#: training runs of ``evolve scale`` (a size ladder) and ``evolve ablate`` (an ablation).
-RUN_KINDS = ("search", "scale", "ablate")
-EVALUATION_STATUSES = ("ok", "invalid", "nan", "oom", "timeout", "crash")
+#: training runs of ``evolve scale`` (a size ladder), ``evolve ablate`` (an ablation) and
+#: ``evolve calibrate`` (a fidelity calibration). A Python check (``Store.create_run``), no
+#: database constraint: a new kind needs no migration (``runs.kind`` is a 16-character string).
+RUN_KINDS = ("search", "scale", "ablate", "calibrate")
+#: An evaluation row's status: what a training ended in ("ok" .. "crash"), or "filtered"
+#: (the engine's pre-filter stopped the genome before any training: `SearchSpace.prefilter`;
+#: no pool returns it). A Python check (`store.commit`), no database constraint: a new
+#: status needs no migration.
+EVALUATION_STATUSES = ("ok", "invalid", "nan", "oom", "timeout", "crash", "filtered")
 LEASE_STATES = ("running", "done", "expired", "lost", "cancelled")
 #: The ``schema_version`` row of every store Alembic manages, frozen: release 0.1 refuses a
 #: store above its own 2. The schema's version is the Alembic revision (store/migrations).

@@ -58,8 +58,13 @@ def newest_run(session: Session, kind: str | None = None) -> RunRecord | None:
 
 
 def _evaluated(session: Session, run_ids: list[str] | None) -> dict[str, int]:
-    """Evaluation rows per run (of ``run_ids``, or of every run)."""
-    query = select(Evaluation.run_id, func.count()).group_by(Evaluation.run_id)
+    """Evaluation rows per run (of ``run_ids``, or of every run); a pre-filtered birth was
+    not evaluated and is not counted."""
+    query = (
+        select(Evaluation.run_id, func.count())
+        .where(Evaluation.status != "filtered")
+        .group_by(Evaluation.run_id)
+    )
     if run_ids is not None:
         query = query.where(Evaluation.run_id.in_(run_ids))
     return {run_id: count for run_id, count in session.execute(query)}

@@ -158,6 +158,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     store = open_store(args.store)
     run_id = store.resolve_run(args.run) if args.run else latest_run(store)
+    from evolution.calibrate.study import stored_summary
+    from evolution.calibrate.table import calibration_lines
+
+    calibration = stored_summary(store, run_id)
+    if calibration is not None:  # a calibration run: its table, not a search's
+        if args.json:
+            emit_json(calibration)
+        else:
+            for line in calibration_lines(calibration):
+                out().print(line)
+        return 0
     if args.html:  # the HTML report instead of the table
         from evolution.report.html import write_report  # plotly (and torch)
 
@@ -174,7 +185,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     stopped = f"; {data['stop_reason']}" if data.get("stop_reason") else ""
     table = Table(title=f"run {run_id} ({data['status']}{stopped}, task {data['task']})")
     tasks = sorted({t for g in data["generations"] for t in g["best_per_task"]})
-    columns = ("gen", "born", "evaluated", "failed", "best quality", "mean quality", "families")
+    columns = ("gen", "born", "evaluated", "filtered", "failed", "best quality", "mean quality", "families")
     for col in (*columns, "tokens", "FLOPs", *tasks):
         table.add_column(col)
     for g in data["generations"]:
@@ -182,6 +193,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             str(g["generation"]),
             str(g["born"]),
             str(g["evaluated"]),
+            str(g.get("filtered", 0)),
             str(g["failed"]),
             f"{g['best_quality']:.3f}",
             f"{g['mean_quality']:.3f}",

@@ -3,7 +3,8 @@ that gave it its current form and the operator (with its change record) that did
 like `git blame` for genomes.
 
 The walk starts at the individual and, for each region (and each base of it), follows the
-parent the region came from: the only parent of a mutation (regions keep their ids), or
+parent the region came from: the only parent of a mutation (regions keep the operator's
+labels: where the engine's canonical renaming moved one, ``change["labels"]`` maps it back), or
 for a crossover the parent the change record names (`homologous_crossover`:
 `"location": "a[:2] + b[1:]"` with the child's region ids in `"after"`; NAS-Bench-201's
 `node_crossover`: `"after": ["a", "b", "a"]`, one parent per node). As long as the
@@ -91,6 +92,7 @@ def _source(child: Origin, region_id: str, parents: Mapping[int, Origin]) -> tup
         return None
     change = child.change or {}
     after = change.get("after")
+    region_id = _operator_label(child, region_id)
     if len(child.parents) > 1 or child.operator in ("homologous_crossover", "node_crossover"):
         return _crossover_source(child, region_id, change, after, parents)
     parent = parents.get(child.parents[0])
@@ -124,11 +126,20 @@ def _crossover_source(
     return None
 
 
+def _operator_label(child: Origin, region_id: str) -> str:
+    """The label the operator gave region ``region_id`` of ``child``: the engine renames a
+    child's regions by position (`evolution.spaces.dogma.identity.canonical`) and records
+    the renaming as ``change["labels"]`` (canonical id -> operator's label) when it moved
+    one; the change record and the parent speak the operator's labels."""
+    labels = (child.change or {}).get("labels")
+    return str(labels.get(region_id, region_id)) if isinstance(labels, dict) else region_id
+
+
 def _parent_base(child: Origin, region_id: str, index: int) -> int | None:
     """The index in the parent's region of base ``index`` (None: the base is new here)."""
     change = child.change or {}
     at = _BASE_AT.fullmatch(str(change.get("location", "")))
-    if at is None or at["region"] != region_id:
+    if at is None or at["region"] != _operator_label(child, region_id):
         return index
     changed = int(at["index"])
     if child.operator == "base_insertion":

@@ -14,6 +14,8 @@ from genome import Genome
 from phenotype import account
 from store import IndividualRecord, Store
 
+FILTERED = "filtered"  # the evaluation status of a birth the pre-filter stopped (`evolution.evaluating`)
+
 
 def individual_summary(ind: Any) -> dict[str, Any]:
     """id, genome_id and metrics of an in-memory individual (evolution.types.Candidate)."""
@@ -218,6 +220,8 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     from: `best_quality` and `mean_quality` (the fitness's quality over its members),
     `best_per_task` (the per-task values of its best member), `mean_per_task`, `families`
     (distinct design families); the best quality born that generation; failure types;
+    `filtered`: births the pre-filter stopped (`SearchSpace.prefilter`; never trained, so
+    neither `evaluated` nor `failed`, nor in `failures` or `compute`);
     `compute` (`compute_totals`), per generation and for the run. `transfer`: the fidelity
     transfer per generation of a multi-fidelity run (`evolution.transfer_audit`), and
     `transfer_warning` when its Spearman ρ is below 0.3."""
@@ -237,7 +241,8 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     compute = compute_totals(individuals, run.task, len(config.tasks) > 1)
     for g in range(run.generations):
         born = [i for i in individuals if i.generation == g]
-        evaluated = [i for i in born if i.evaluation is not None and i.evaluation.individual_id == i.id]
+        own = [i for i in born if i.evaluation is not None and i.evaluation.individual_id == i.id]
+        evaluated = [i for i in own if i.status != FILTERED]
         for i in evaluated:
             if i.status is not None and i.status != "ok":
                 failures[i.status] = failures.get(i.status, 0) + 1
@@ -259,6 +264,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
                 "born": len(born),
                 "evaluated": len(evaluated),
                 "failed": sum(i.status != "ok" for i in evaluated),
+                "filtered": len(own) - len(evaluated),
                 "best_quality": best_quality,
                 "mean_quality": sum(q for q, _ in scored) / len(scored) if scored else 0.0,
                 "best_per_task": dict((best.get("per_task") or {}) if best else {}),
@@ -272,6 +278,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         )
     transfer = run_transfer(store, run_id, config, space, individuals)
     return {
+        "filtered": sum(g["filtered"] for g in generations),
         **ladder_summary(store, run_id),
         "run_id": run_id,
         "status": run.status,
@@ -306,7 +313,8 @@ def _no_compute() -> dict[str, Any]:
 def compute_totals(individuals: list[IndividualRecord], task: str, several_tasks: bool) -> dict[int, dict]:
     """Training compute per generation of birth, over the run's REAL evaluations: rows of
     its births that are neither copied from another run (`metrics["cached_from"]`: a cache
-    hit trains nothing) nor, with several tasks, the run's per-task-mean row on `task` (what
+    hit trains nothing), nor `filtered` rows (never trained), nor, with several tasks, the
+    run's per-task-mean row on `task` (what
     `Evaluator.count_spent` counts). Each: `train_tokens` and `train_flops` summed over the
     rows that record them, `evaluations`, `failed` (of those, not ok: a failure records no
     compute) and `without` (metric -> rows lacking it: failures, and rows written before
@@ -317,6 +325,8 @@ def compute_totals(individuals: list[IndividualRecord], task: str, several_tasks
         for e in rec.evaluations:
             metrics = e.metrics or {}
             if e.id in seen or e.individual_id != rec.id or "cached_from" in metrics:
+                continue
+            if e.status == FILTERED:  # stopped before training: no evaluation, no compute
                 continue
             if several_tasks and e.task == task:
                 continue
@@ -389,6 +399,11 @@ def report_lines(data: dict[str, Any]) -> list[str]:
                 + (f", {old} written before compute was recorded" if old > 0 else "")
                 + "): the totals cover the rest"
             )
+    if data.get("filtered"):
+        lines.append(
+            f"filtered: {data['filtered']} births stopped by the pre-filter before training "
+            "(they cannot beat chance by construction; not failures, no evaluation spent)"
+        )
     if data["transfer"]:
         first = data["transfer"][0]
         lines.append(

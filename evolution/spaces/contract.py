@@ -87,7 +87,16 @@ class SearchSpace(Protocol):
         operators / crossover_op    names of its variation operators (the meta-policy's arms)
         mutate(genome, op, rng)     -> Child (genome, op, change record) or raise Discard
         crossover(a, b, rng)        -> Child or raise Discard
-        parse(text) / key(genome)   the stored canonical text and the canonical key (its id)
+        parse(text) / key(genome)   the stored canonical text and the canonical key (its id);
+                                    `parse` returns the genome as stored (never re-spelled),
+                                    so a stored genome keeps its stored id
+        canonical(genome)           the one spelling of the model `genome` builds (genomes
+                                    that build the same model get one id); the engine
+                                    applies it to every genome it births, before the
+                                    "seen in this run" check
+        prefilter(genome)           why the genome cannot beat chance by construction, or
+                                    None; the engine stores such a child as `filtered` and
+                                    never trains it (no evaluation spent)
         context(parent, change)     the region type an operator touched, for credit
         cost_metrics(genome)        exact costs known without training (merged into metrics)
         violation(genome)           why a genome breaks a hard constraint, or None
@@ -115,6 +124,8 @@ class SearchSpace(Protocol):
     @classmethod
     def units(cls, text: str) -> tuple[Unit, ...]: ...
     def key(self, genome: Any) -> str: ...
+    def canonical(self, genome: Any) -> Genotype: ...
+    def prefilter(self, genome: Any) -> str | None: ...
     def context(self, parent: Any, change: dict[str, Any] | None) -> str: ...
     def cost_metrics(self, genome: Any) -> dict[str, float]: ...
     def violation(self, genome: Any) -> str | None: ...

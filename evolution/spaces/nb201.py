@@ -269,6 +269,16 @@ class NB201Space:
     def key(self, genome: CellGenome) -> str:
         return genome.id
 
+    def canonical(self, genome: CellGenome) -> CellGenome:
+        """The cell itself: a cell is its six operations, one spelling per model (cells
+        that compute the same function through `none`/`skip` edges keep distinct ids, as
+        the benchmark's table keys them)."""
+        return genome
+
+    def prefilter(self, genome: CellGenome) -> str | None:
+        """None: every cell is looked up in the table, so none is filtered before."""
+        return None
+
     def context(self, parent: CellGenome, change: dict[str, Any] | None) -> str:
         location = str((change or {}).get("location", ""))
         if location.startswith("edge"):

@@ -89,7 +89,8 @@ def test_a_failing_accountant_does_not_fail_the_candidate():
 
 
 def test_statuses_are_validated():
-    assert STATUSES == ("ok", "invalid", "nan", "oom", "timeout", "crash")
+    # "filtered": set by the engine's pre-filter (evolution.evaluating), never by a pool
+    assert STATUSES == ("ok", "invalid", "nan", "oom", "timeout", "crash", "filtered")
     assert STATUSES is EVALUATION_STATUSES  # one definition: the store's
     assert get_args(Status) == STATUSES  # the type checkers' copy agrees
     with pytest.raises(ValueError):

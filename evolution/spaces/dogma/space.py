@@ -12,7 +12,9 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from evolution.spaces.contract import Child, Unit
+from evolution.spaces.contract import Child, Discard, Unit
+from evolution.spaces.dogma import guards
+from evolution.spaces.dogma.identity import canonical, relabelling
 from evolution.spaces.dogma.operators import MUTATIONS, vary
 from evolution.spaces.dogma.repair import repair
 from genome import Genome
@@ -80,13 +82,42 @@ class DogmaSpace:
         return random_genome(rng, self.pinned, self.max_params)
 
     def mutate(self, genome: Genome, op: str, rng: random.Random) -> Child:
-        return vary(op, [genome], rng, self._repair)
+        return self._canonical_child(vary(op, [genome], rng, self._repair), [genome])
 
     def crossover(self, a: Genome, b: Genome, rng: random.Random) -> Child:
-        return vary(self.crossover_op, [a, b], rng, self._repair)
+        return self._canonical_child(vary(self.crossover_op, [a, b], rng, self._repair), [a, b])
+
+    @staticmethod
+    def _canonical_child(child: Child, parents: list[Genome]) -> Child:
+        """The child in canonical form (`identity`). Its change record keeps the labels the
+        operator wrote (the parents' region ids, the child's before renaming); when the
+        renaming moved a label, `change["labels"]` maps each canonical id of the child to
+        that label, so lineage tools can follow a region back to its parent. A child that
+        builds its (only) parent's model is a Discard."""
+        assert isinstance(child.genome, Genome)  # `vary` makes DOGMA genomes
+        genome, labels = relabelling(child.genome)
+        if len(parents) == 1 and genome.id == canonical(parents[0]).id:
+            raise Discard(f"{child.op}: the child builds its parent's model")
+        if genome.id == child.genome.id:
+            return child
+        moved = {new: old for new, old in labels.items() if new != old}
+        change = {**child.change, "labels": moved} if moved else child.change
+        return Child(genome, child.op, change)
 
     def parse(self, text: str) -> Genome:
+        """A stored genome as it was stored: NOT canonicalised, so it keeps its stored id
+        (resume and `--memory-from` elites; the engine canonicalises only what it births)."""
         return Genome.from_yaml(text)
+
+    def canonical(self, genome: Genome) -> Genome:
+        """The canonical spelling of the model `genome` builds (`identity.canonical`):
+        region labels by position, no-op promoters dropped; region order kept."""
+        return canonical(genome)
+
+    def prefilter(self, genome: Genome) -> str | None:
+        """Why `genome` cannot beat chance by construction (it is then `filtered`, never
+        trained), or None: `guards.prefilter`."""
+        return guards.prefilter(genome)
 
     @classmethod
     def units(cls, text: str) -> tuple[Unit, ...]:
