@@ -23,7 +23,7 @@ from evaluation.budget import BUDGETS
 from evaluation.options import PRECISIONS
 from evolution.objectives import OBJECTIVES, QUALITY, check_objectives
 from evolution.spaces.registry import SPACES
-from evolution.strategies import STRATEGIES
+from evolution.strategies import STRATEGIES, STRATEGY_HELP
 
 # quality (normalised accuracy on the suite) that a candidate must reach to count as having
 # learned anything: the MLP-only calibration model scores under it (evaluation/tasks/suite.py)
@@ -55,6 +55,9 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "ladder_seeds": (2, 100),
 }
 MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
+DEFAULT_OBJECTIVES = (QUALITY,)  # select on quality; parameters are a budget and a tie-break
+# what a run stored without an `objectives` entry selected on (the default before this one)
+STORED_OBJECTIVES = (QUALITY, "params")
 
 
 @dataclass(frozen=True)
@@ -127,12 +130,17 @@ class RunConfig:
     space: str = field(default="dogma", metadata=cli("search space (dogma)", choices=tuple(SPACES)))
     strategy: str = field(
         default="nsga2",
-        metadata=cli("nsga2 (default), regularized (aging evolution) or random", choices=tuple(STRATEGIES)),
-    )
-    objectives: tuple[str, ...] = field(
-        default=(QUALITY, "params"),
         metadata=cli(
-            f"comma list starting with {QUALITY}, among {', '.join(OBJECTIVES)} (default {QUALITY},params)"
+            "; ".join(f"{name}: {text}" for name, text in STRATEGY_HELP.items()), choices=tuple(STRATEGIES)
+        ),
+    )
+    objectives: tuple[str, ...] = field(  # quality alone: costs are budgets and the tie-break
+        default=DEFAULT_OBJECTIVES,
+        metadata=cli(
+            f"comma list starting with {QUALITY}, among {', '.join(OBJECTIVES)}; the default, "
+            f"{QUALITY} alone, selects on quality (fewer parameters break ties; --max-params is the "
+            f"budget); with costs ({QUALITY},params) NSGA-II trades them off. Either way the "
+            "reported front is quality against parameters"
         ),
     )
     max_state_bytes: int | None = field(  # inference state at the task's context
@@ -155,7 +163,7 @@ class RunConfig:
     batch: int | None = field(
         default=None, metadata=cli("children per generation (default: half the population)")
     )
-    sample_size: int = field(default=3, metadata=cli("regularized: tournament sample (3)"))
+    sample_size: int = field(default=3, metadata=cli("aging: tournament sample (3)"))
     surrogate: int = field(
         default=1,
         metadata=cli(
@@ -326,8 +334,11 @@ class RunConfig:
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         """The config a run was stored with; a run stored before the quality floor existed
         resumes without one, and one stored before the precision option in fp32, as they
-        started."""
+        started. A stored run carries its objectives (one stored before quality alone was
+        the default resumes on its own, e.g. quality,params under NSGA-II); a dict without
+        them takes `STORED_OBJECTIVES`."""
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known.setdefault("objectives", STORED_OBJECTIVES)
         known.setdefault("quality_floor", None)
         known.setdefault("precision", "fp32")
         return cls(**known)
@@ -363,4 +374,12 @@ def _parser(hint: Any) -> Callable[[str], Any]:
     raise TypeError(f"no command-line parser for a {hint} field")
 
 
-__all__ = ["CliOption", "RunConfig", "cli", "cli_fields", "comma_list"]
+__all__ = [
+    "DEFAULT_OBJECTIVES",
+    "STORED_OBJECTIVES",
+    "CliOption",
+    "RunConfig",
+    "cli",
+    "cli_fields",
+    "comma_list",
+]

@@ -8,11 +8,22 @@ at any point resumes from its last committed generation (`Engine.resume`).
 One loop for every search space and every strategy. The engine names neither: the space
 is `SPACES[config.space]` (`evolution.spaces.dogma.space`, protocol `evolution.spaces.contract.SearchSpace`:
 DOGMA genomes, NAS-Bench-201 cells), the strategy `make_strategy(config.strategy)`
-(`evolution.strategies`: nsga2, regularized, random). The pool is anything that follows
+(`evolution.strategies`: nsga2, aging, local, random; `regularized` is aging's old name,
+kept for stored runs), which selects on the run's objectives (quality alone by default:
+`evolution.selection.quality_key`; NSGA-II with several). The pool is anything that follows
 `evaluation.protocol.Pool` (Ray's `EvaluationPool`, the in-process pools of
 `evaluation.table`). Evaluating children (cache, fidelity, per-task results, fitness)
-is `evolution.evaluating.Evaluator`'s job; survivors are drawn from the children whose
-evaluation is final (full fidelity) first.
+is `evolution.evaluating.Evaluator`'s job (a child the space's pre-filter stops is stored
+`filtered`, never trained); survivors are drawn from the children whose evaluation is final
+(full fidelity) first, and operator credit only from final outcomes (`_credit`).
+
+Phenotype identity: every genome the engine births (generation-0 seeds, bred children,
+immigrants and random samples) is put in the space's canonical form
+(`SearchSpace.canonical`) before the "seen in this run" check, so two spellings of one
+model (DOGMA: renamed region labels, a no-op promoter) share one id, are born once and
+trained once. Genomes read back from the store (resume, `--memory-from` elites) are NOT
+re-spelled: a stored genome keeps its stored id; their canonical ids only join `seen`, so
+no canonical twin of a stored genome is born again.
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ from evolution.config import RunConfig
 from evolution.evaluating import Evaluator, quality_of, stored_result
 from evolution.export import WEIGHTS_ARTIFACT
 from evolution.policy import OperatorPolicy, outcome
-from evolution.selection import assign_rank_and_crowding, pareto_front
+from evolution.selection import assign_rank_and_crowding, pareto_front, quality_key
 from evolution.spaces.contract import Discard, Genotype, SearchSpace
 from evolution.spaces.registry import SPACES
 from evolution.strategies import make_strategy
@@ -112,6 +123,7 @@ class Engine:
             population = self._load_population()
             births = self.store.individuals(self.run_id)
             self.seen = {rec.genome_id for rec in births}
+            self.seen |= self._canonical_ids({rec.genome_id: rec.yaml for rec in births})
             if self.transfer is not None:
                 self.transfer.load(births)
             self.policy.inherit(self.store.policy(self.run_id), cap=float("inf"))
@@ -150,6 +162,16 @@ class Engine:
         config = RunConfig.from_dict({**record.config, **overrides})
         store.set_run_status(run_id, "running")
         return cls(config, store, pool, run_id=run_id, on_event=on_event)
+
+    def _canonical_ids(self, stored: dict[str, str]) -> set[str]:
+        """The canonical ids of stored genomes ({id: yaml}) that are not canonical: a stored
+        genome keeps its id, but its canonical twin counts as seen."""
+        out = set()
+        for gid, text in stored.items():
+            cid = self.space.canonical(self.space.parse(text)).id
+            if cid != gid:
+                out.add(cid)
+        return out
 
     def _budget_left(self) -> float:
         if self.config.max_evaluations is None:
@@ -214,20 +236,22 @@ class Engine:
         random samples, all new and within the hard constraints."""
         out: list[Genotype] = []
         seen: set[str] = set()
-        for g in self._elites[:size]:
+        for g in self._elites[:size]:  # stored genomes: kept as stored (their ids)
             if g.id not in seen:
                 out.append(g)
                 seen.add(g.id)
+                seen.add(self.space.canonical(g).id)
         for g in self.space.initial(size, rng):
             if len(out) >= size:
                 break
+            g = self.space.canonical(g)
             if g.id not in seen and self.space.violation(g) is None:
                 out.append(g)
                 seen.add(g.id)
         tries = 0
         while len(out) < size and tries < 50 * size:
             tries += 1
-            g = self.space.sample(rng)
+            g = self.space.canonical(self.space.sample(rng))
             if g.id not in seen and self.space.violation(g) is None:
                 out.append(g)
                 seen.add(g.id)
@@ -239,6 +263,7 @@ class Engine:
         """`n` new children: bred from `parents` (`config.surrogate` times as many, of which
         the surrogate picks `n`, `evolution.assisted`), then immigrants (random new genomes)
         for the places breeding could not fill with unseen genomes."""
+        self.strategy.prepare(parents)  # a strategy may decide from the population whether it breeds
         k = self.config.surrogate if self.strategy.breeds else 1
         births = self._breed(parents, rng, report, n * k)
         if k > 1:
@@ -252,7 +277,7 @@ class Engine:
                 fidelity=self.evaluator.full_fidelity,
                 explore=self.config.explore,
                 rng=rng,
-                seed=derive_seed(self.config.seed, "surrogate", len(self.reports)),
+                seed=derive_seed(self.config.seed, "surrogate", report.generation),  # resume-stable
             )
             births = [births[i] for i in chosen]
         added = self._sample_new(births, n, rng)
@@ -266,7 +291,7 @@ class Engine:
         before, tries = len(births), 0
         while len(births) < n and tries < 50 * n:
             tries += 1
-            g = self.space.sample(rng)
+            g = self.space.canonical(self.space.sample(rng))
             if (
                 self.space.violation(g) is None
                 and g.id not in self.seen
@@ -299,7 +324,7 @@ class Engine:
             attempts += 1
             (a,) = self.strategy.mates(parents, 1, rng)
             try:
-                if rng.random() < self.config.crossover_rate and len(parents) > 1:
+                if self.strategy.crossover and rng.random() < self.config.crossover_rate and len(parents) > 1:
                     (b,) = self.strategy.mates(parents, 1, rng)
                     mates = [a, b]
                     child = self.space.crossover(a.genome, b.genome, rng)
@@ -312,6 +337,7 @@ class Engine:
             except Discard as e:
                 report.discarded.append(str(e))
                 continue
+            child.genome = self.space.canonical(child.genome)
             if child.genome.id in self.seen or any(child.genome.id == b[0].id for b in births):
                 report.discarded.append(f"{child.op}: child seen before in this run")
                 continue
@@ -324,9 +350,14 @@ class Engine:
 
     # -- credit, survivors, archive -------------------------------------------------------
     def _credit(self, children: list[Candidate]) -> None:
-        """Operator credit: each bred child against its parents (`policy.outcome`)."""
+        """Operator credit: each bred child against its parents (`policy.outcome`), only
+        from full-fidelity outcomes: a healthy child seen only at the first stage is compared
+        with nothing (its parents' qualities are full-fidelity ones), so it earns no credit;
+        one that failed to train failed at any fidelity."""
         for ind in children:
             if ind.op is None or not ind.parents or ind.context is None:
+                continue
+            if not ind.record.final and ind.status == "ok":
                 continue
             success = outcome(ind.fitness, [p.fitness for p in ind.parents], ok=ind.status == "ok")
             self.policy.record(ind.op, ind.context, success)
@@ -476,8 +507,8 @@ class Engine:
 
 
 def best_of(population: list[Candidate]) -> Candidate:
-    """Highest quality, then lowest costs."""
-    return min(population, key=lambda i: (-i.fitness.values[0], *i.fitness.values[1:]))
+    """Highest quality, then lowest costs (selected on, then the tie-break's: `quality_key`)."""
+    return min(population, key=lambda i: (-i.fitness.values[0], *i.fitness.values[1:], *quality_key(i)[1:]))
 
 
 __all__ = [

@@ -11,6 +11,13 @@ value, -1 for each further one) and `selection` and `engine.best_of` order by
 holds (a table space names latency `latency`, a trained candidate `infer_latency_ms`); a
 cost that no metric gives is `FAILED_COST`, a quality that none gives is 0.
 
+A run's default objectives are quality alone (`config.DEFAULT_OBJECTIVES`): selection
+then orders by quality and breaks ties on the `params` and `state_bytes` metrics
+(`selection.quality_key`), the costs being budgets (`max_params`, `max_state_bytes`), not
+objectives; asking for costs (`--objectives quality,params`) selects with NSGA-II. The
+front a run reports is (quality, params) from the metrics either way
+(`selection.pareto_front`).
+
 Plain data: `RunConfig` and the `evolve` parser read this table without loading torch.
 """
 

@@ -102,8 +102,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         from evolution.report.html import write_report  # plotly (and torch): only --report draws
 
         write_report(store, engine.run_id, args.report)
-    best = best_of(population)
-    front = pareto_front(population)
+    # aging and local search let their best members die: best and front are drawn from every
+    # child this invocation evaluated in full, besides the final population
+    kept = {id(c) for c in population}
+    seen = population + [c for _, c in engine.history if c.record.final and id(c) not in kept]
+    best = best_of(seen)
+    front = pareto_front(seen, floor=engine.config.quality_floor)
     run = store.get_run(engine.run_id)
     assert run is not None  # the engine created or resumed it
     result = {
