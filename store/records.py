@@ -159,7 +159,7 @@ class LeaseRecord:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A stored run; ``kind`` is one of :data:`store.RUN_KINDS` (search, scale, ablate)."""
+    """A stored run; ``kind`` is one of :data:`store.RUN_KINDS` (search, scale, ablate, calibrate)."""
 
     id: str
     status: str

@@ -120,7 +120,7 @@ class Store:
         """Record a new run (status 'running', nothing committed) and return its id.
 
         ``kind`` is one of :data:`RUN_KINDS`: a ``search`` (``evolve run``), or the training
-        run of ``evolve scale`` or ``evolve ablate``."""
+        run of ``evolve scale``, ``evolve ablate`` or ``evolve calibrate``."""
         _check_kind(kind)
         run_id = uuid.uuid4().hex[:12]
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evolution.cli.ablate import add_ablate_command
+from evolution.cli.calibrate import add_calibrate_command
 from evolution.cli.genome import add_genome_command
 from evolution.cli.inspect import add_inspect_commands
 from evolution.cli.output import DEFAULT_STORE, EXIT_USAGE
@@ -32,6 +33,7 @@ COMMANDS: tuple[AddCommand, ...] = (
     add_replay_command,
     add_scale_command,
     add_ablate_command,
+    add_calibrate_command,
 )
 
 

@@ -1,0 +1,351 @@
+"""A calibration as a run of kind ``calibrate``: plan it, find or create its run, train what
+the store lacks on the evaluation pool, and summarise it (from the plan, or from the store
+for `evolve report`).
+
+**The run.** Its config holds ``calibration`` (what identifies it: task, full fidelity,
+rungs, target, presets, random count, sampling seed, parameter budget, precision and
+timeout) and ``panel`` (each member's name, genome id, parameters and seed per task), so
+the same command finds its run again and a killed calibration resumes; ``promote`` and
+``floor`` are kept beside them as the statistics' defaults for `evolve report`. Each point
+(member × fidelity × task) is one evaluation under the store's natural key ``(genome id,
+task, steps, seed)``, committed as it arrives (``evolution.training_run.TrainingRecorder``:
+a point stored in the run is done whatever its status; a successful row of another run
+trained in this precision, such as a search's full-fidelity training of a preset, is
+copied, not retrained). After training, each rung's correlations are written to the
+``transfer`` table under named fidelities (``rung@60`` against ``full@300`` and
+``target@3000``, ``evolution.calibrate.stats.transfer_rows``) with the run's last
+generation, replacing an earlier attempt's (``Store.put_ladder`` with no ladder rows).
+
+**Training** goes through the Ray ``EvaluationPool`` of every training command, its leases
+logged to the run, the longest trainings first (the target, then the rungs downwards), which
+keeps the workers busy to the end.
+
+**A member's quality** at a fidelity is ``quality_of`` its metrics on the one task, the mean
+over the tasks with several (as ``Evaluator.combine``); None when a task failed there.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluation import EvalRequest, EvalResult
+from evaluation.precision import pool_precision
+from evaluation.tasks import derive_seed
+from evaluation.transfer import MIN_PAIRS, RESAMPLES
+from evolution.calibrate.panel import CalibrateError, Ladder, Member, make_ladder, make_panel, member_entry
+from evolution.calibrate.stats import rung_rows, transfer_rows
+from evolution.config import RunConfig
+from evolution.objectives import quality_of
+from evolution.spaces.dogma.space import DogmaSpace
+from evolution.training_run import TrainingRecorder
+from genome import Genome
+from store import Store
+
+KIND = "calibrate"
+
+
+@dataclass
+class Point:
+    """One training of one member at one fidelity on one task and, once known, its outcome."""
+
+    member: int
+    task: str
+    genome_id: str
+    steps: int
+    seed: int
+    status: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""  # "stored", "copied" (from another run), "trained"
+    evaluation_id: int | None = None
+
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.genome_id, self.task, self.steps, self.seed)
+
+    def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
+        self.status, self.metrics, self.origin = status, dict(metrics), origin
+
+
+@dataclass
+class Plan:
+    """A calibration: its panel, ladder and points (module docstring)."""
+
+    task: str  # a task, or a comma list
+    ladder: Ladder
+    members: list[Member]
+    presets: int | None
+    random: int
+    seed: int
+    max_params: int
+    precision: str  # resolved: fp32 or bf16
+    timeout_s: float
+    promote: float
+    floor: float | None
+    points: list[Point]
+    run_id: str | None = None
+
+    @property
+    def tasks(self) -> list[str]:
+        return [t.strip() for t in self.task.split(",") if t.strip()]
+
+    def calibration_key(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "steps": self.ladder.steps,
+            "rungs": list(self.ladder.rungs),
+            "target": self.ladder.target,
+            "presets": self.presets,
+            "random": self.random,
+            "seed": self.seed,
+            "max_params": self.max_params,
+            "seed_policy": "genome",
+            "precision": self.precision,
+            "timeout_s": self.timeout_s,
+        }
+
+    def run_config(self) -> dict[str, Any]:
+        seeds = {i: {p.task: p.seed for p in self.points if p.member == i} for i in range(len(self.members))}
+        return {
+            "calibration": self.calibration_key(),
+            "panel": [member_entry(m, seeds[i]) for i, m in enumerate(self.members)],
+            "promote": self.promote,
+            "floor": self.floor,
+        }
+
+
+def make_plan(
+    task: str,
+    steps: int,
+    rungs: Sequence[int],
+    target: int,
+    random: int,
+    presets: int | None = None,
+    seed: int = 0,
+    max_params: int = RunConfig.max_params,
+    precision: str = "auto",
+    timeout_s: float = 3600.0,
+    promote: float = 0.25,
+    floor: float | None = None,
+) -> Plan:
+    """The calibration of the DOGMA space on ``task`` (module docstring of
+    `evolution.calibrate.panel` for the panel); ``CalibrateError`` when it cannot be made."""
+    if not 0.0 < promote <= 1.0:
+        raise CalibrateError(f"--promote {promote:g}: more than 0 and at most 1")
+    ladder = make_ladder(steps, tuple(rungs), target)
+    try:
+        config = RunConfig(task=task, steps=steps, max_params=max_params, precision=precision)
+        DogmaSpace.check_config(config)
+    except ValueError as e:
+        raise CalibrateError(" ".join(str(e).split())) from None
+    space = DogmaSpace.from_config(config)
+    members = make_panel(space, presets, random, seed)
+    if len(members) < MIN_PAIRS:
+        raise CalibrateError(f"a panel of {len(members)} genomes: at least {MIN_PAIRS} are needed to rank")
+    points = [
+        Point(i, t, m.genome.id, f, derive_seed("eval", m.genome.id, t))
+        for f in sorted(ladder.fidelities, reverse=True)
+        for i, m in enumerate(members)
+        for t in config.tasks
+    ]
+    return Plan(
+        config.task,
+        ladder,
+        members,
+        presets,
+        random,
+        seed,
+        max_params,
+        pool_precision(precision, None),
+        timeout_s,
+        promote,
+        floor,
+        points,
+    )
+
+
+class Recorder(TrainingRecorder):
+    """A calibration's run in the store: found or created, its stored points read, new ones
+    committed (``evolution.training_run``)."""
+
+    def __init__(self, store: Store, plan: Plan) -> None:
+        super().__init__(store, KIND, plan.run_config(), "calibration", plan.task, plan.precision)
+        self.plan = plan
+        plan.run_id = self.run_id
+
+    def point_key(self, point: Point) -> tuple[str, str, int, int]:
+        return point.key()
+
+    def genome_of(self, point: Point) -> Genome:
+        return self.plan.members[point.member].genome
+
+    def change_of(self, p: Point) -> dict[str, Any]:
+        member = self.plan.members[p.member]
+        return {"op": KIND, "member": member.name, "steps": p.steps, "params": member.params}
+
+    def lookup(self) -> list[Point]:
+        """Settle the points the store already holds; return the points still to train."""
+        return self.lookup_points(self.plan.points)
+
+    def put_transfer(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Each rung's correlations (``rung_rows``) in the ``transfer`` table, with the run's
+        last generation (nothing when nothing is committed)."""
+        if self.next_generation > 0:
+            transfer = transfer_rows(rows, self.plan.ladder)
+            self.store.put_ladder(self.run_id, self.next_generation - 1, [], transfer)
+
+
+def train(
+    recorder: Recorder,
+    todo: Sequence[Point],
+    pool: Any,
+    on_point: Callable[[Point, int, int], None] | None = None,
+) -> None:
+    """Train ``todo`` on ``pool`` in plan order, committing each result as it arrives."""
+    plan = recorder.plan
+    by_key = {p.key(): p for p in todo}
+    requests = [
+        EvalRequest(
+            genome_yaml=plan.members[p.member].genome.to_yaml(),
+            genome_id=p.genome_id,
+            task=p.task,
+            fidelity=p.steps,
+            seed=p.seed,
+            timeout_s=plan.timeout_s,
+            precision=plan.precision,
+        )
+        for p in todo
+    ]
+    done = 0
+
+    def on_result(result: EvalResult) -> None:
+        nonlocal done
+        p = by_key[(result.genome_id, result.task, int(result.fidelity), result.seed)]
+        recorder.record(p, result)
+        done += 1
+        if on_point is not None:
+            on_point(p, done, len(requests))
+
+    if requests:
+        pool.evaluate(requests, on_result=on_result)
+
+
+def combined(results: Sequence[tuple[str | None, dict[str, Any]]]) -> float | None:
+    """A member's quality at one fidelity from its (status, metrics) per task: the mean of
+    ``quality_of``; None when one is missing or failed."""
+    if not results or any(status != "ok" for status, _ in results):
+        return None
+    return statistics.fmean(quality_of(metrics) for _, metrics in results)
+
+
+def qualities_of(plan: Plan) -> dict[int, list[float | None]]:
+    """Fidelity -> each member's quality there (``combined``), in panel order."""
+    return {
+        f: [
+            combined([(p.status, p.metrics) for p in plan.points if p.member == i and p.steps == f])
+            for i in range(len(plan.members))
+        ]
+        for f in plan.ladder.fidelities
+    }
+
+
+def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
+    """The calibration's JSON-able summary: its settings, the panel (each member's quality
+    per fidelity) and the rows of ``rung_rows``."""
+    qualities = qualities_of(plan)
+    missing = {
+        f: len({p.member for p in plan.points if p.steps == f and p.status is None})
+        for f in plan.ladder.fidelities
+    }
+    rows = rung_rows(qualities, plan.ladder, plan.promote, plan.floor, resamples, missing)
+    panel = [
+        {
+            "name": m.name,
+            "genome_id": m.genome.id,
+            "params": m.params,
+            "quality": {str(f): qualities[f][i] for f in plan.ladder.fidelities},
+        }
+        for i, m in enumerate(plan.members)
+    ]
+    return _document(plan.run_id, plan.task, plan.ladder, plan.promote, plan.floor, panel, rows) | {
+        "presets": sum(m.name.startswith("preset:") for m in plan.members),
+        "random": plan.random,
+        "seed": plan.seed,
+        "precision": plan.precision,
+        "failed": sum(p.status not in (None, "ok") for p in plan.points),
+        "missing": sum(p.status is None for p in plan.points),
+    }
+
+
+def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dict[str, Any] | None:
+    """The summary of the calibration run ``run_id`` from what the store holds (None when it
+    is no calibration): its points as stored, the statistics recomputed with the run's
+    ``promote`` and ``floor``; a point not trained yet counts as missing."""
+    run = store.get_run(run_id)
+    if run is None or run.kind != KIND:
+        return None
+    key, entries = run.config["calibration"], run.config["panel"]
+    ladder = make_ladder(int(key["steps"]), tuple(key["rungs"]), int(key["target"]))
+    promote, floor = float(run.config["promote"]), run.config.get("floor")
+    qualities: dict[int, list[float | None]] = {f: [] for f in ladder.fidelities}
+    panel, missing, absent = [], 0, dict.fromkeys(ladder.fidelities, 0)
+    for entry in entries:
+        quality: dict[str, float | None] = {}
+        for f in ladder.fidelities:
+            results = []
+            for task, seed in entry["seeds"].items():
+                rec = store.find_evaluation(entry["genome_id"], task, f, int(seed), run_id=run_id)
+                missing += rec is None
+                results.append((None, {}) if rec is None else (rec.status, rec.metrics))
+            absent[f] += any(status is None for status, _ in results)
+            quality[str(f)] = q = combined(results)
+            qualities[f].append(q)
+        panel.append({k: entry[k] for k in ("name", "genome_id", "params")} | {"quality": quality})
+    rows = rung_rows(qualities, ladder, promote, floor, resamples, absent)
+    out = _document(run_id, key["task"], ladder, promote, floor, panel, rows)
+    return out | {
+        "presets": sum(e["name"].startswith("preset:") for e in entries),
+        "random": key["random"],
+        "seed": key["seed"],
+        "precision": key["precision"],
+        "status": run.status,
+        "missing": missing,
+    }
+
+
+def _document(
+    run_id: str | None,
+    task: str,
+    ladder: Ladder,
+    promote: float,
+    floor: float | None,
+    panel: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "task": task,
+        "steps": ladder.steps,
+        "rungs": list(ladder.rungs),
+        "target": ladder.target,
+        "promote": promote,
+        "floor": floor,
+        "panel": panel,
+        "rows": rows,
+    }
+
+
+__all__ = [
+    "KIND",
+    "CalibrateError",
+    "Plan",
+    "Point",
+    "Recorder",
+    "combined",
+    "make_plan",
+    "qualities_of",
+    "stored_summary",
+    "summary",
+    "train",
+]
