@@ -1,34 +1,68 @@
-"""Evolution vs random search on the DOGMA space, with the hand-designed baselines.
+"""Search strategies on the DOGMA space at equal training FLOPs, paired, with baselines.
 
-Protocol (every number below comes from this one script):
+Protocol (every number the table prints comes from this one script):
 
-- **Search runs**: the default strategy (nsga2) and random search, `--seeds` runs each, on
-  the default suite at the default training budget, population `--population` for
-  `--generations` offspring generations, at **equal real evaluations** (`max_evaluations`:
-  both strategies stop at the same count). Each run has its own seed and its own store,
-  with `seed_policy="run"`: no run shares a training-noise draw with another (the random
-  runs use seeds `1000 + i`, so not even generation 0 is shared).
-- **Per run**: the best quality among full-fidelity evaluations, and the hypervolume of
-  (quality up, parameters down) over them, parameters divided by the budget, reference
-  point (quality 0, parameters = budget), qualities below 0 counted as 0.
-- **Baselines**: Llama-style (Transformer++: RoPE, RMSNorm, SwiGLU, GQA), GPT-2-style,
-  Mamba and a Jamba-style hybrid, each scaled to the largest width and depth under the
-  parameter budget, trained at the same budget with a 3-point learning-rate sweep (0.5x,
-  1x, 2x the width rule's rate); the best of the sweep is reported.
-- Table: mean ± standard error over runs; the verdict lines state whether the default
-  beats random by >= 2 standard errors on both, and whether the best discovered genome
-  scores >= the best baseline at <= its parameters.
+- **Budget in training FLOPs**, not evaluations: a run is driven one generation at a time
+  (`Engine.resume(run_id, store, pool, generations=g)`) and stops once its summed training
+  FLOPs (`benchmarks.search_flops.run_flops`: `compute_totals`, the project's own sum of
+  `metrics["train_flops"]` over real evaluations) reach `--budget-flops`. By default that
+  is `--budget-evals` (24) full trainings of the average generation-0 genome of seed 0
+  (priced by the accountant, nothing trained). A run is scored only on what it trained
+  within the budget (`search_flops.incumbent`): the overshoot of its last generation
+  counts for nothing.
+- **Arms**: `default` (`RunConfig()`'s strategy and settings as they are when this runs;
+  the first fidelity scaled with `--steps`: min_steps x steps / RunConfig().steps),
+  `random` (strategy random, single fidelity), `sha` (random sampling + the engine's
+  successive halving: every child at the first fidelity, the best `promote` fraction
+  in full, i.e. one synchronous 2-rung bracket with eta = 1/promote), `aging` and `local`
+  (only when registered in `evolution.strategies.STRATEGIES`; skipped ones are printed),
+  `optuna` (its default TPE sampler over a define-by-run parametrisation of the space,
+  `benchmarks.optuna_dogma`, trained through the same pool and stored in the same kind
+  of store). Full Hyperband/ASHA is not offered: the engine has one first fidelity and
+  one full one, and trains a generation synchronously, so several brackets with different
+  minimum budgets, or asynchronous promotion, do not exist to drive.
+- **Pairing**: run s of every engine arm has run seed s, so arms that share the first
+  fidelity share generation 0 (`Engine._seeds` draws it from the run seed: same genomes,
+  and with `seed_policy="run"` the same training seeds); Optuna's trial s uses seed s
+  too and is compared run for run. Paired differences over the seeds both arms finished:
+  mean ± SE, paired t-test, sign-flip permutation test (`benchmarks.search_stats`).
+- **Incumbent scored fairly**: a run's incumbent (best full-fidelity quality within the
+  budget) is trained again under 3 fresh seeds (`derive_seed("retrain", seed, genome, k)`,
+  checked against every seed the run used) at the full fidelity; its score is their
+  mean. The search's own observation is shown beside it (the winner's curse).
+- **Baselines**: Llama-style, GPT-2-style, Mamba and Jamba-style, each at the largest width
+  and depth under the parameter budget, a 3-point learning-rate sweep (0.5x, 1x, 2x the
+  width rule) on the sweep seed, the sweep's best re-trained under 3 fresh seeds; one with
+  no size under the budget is left out with a printed line (Jamba-style: 824k parameters
+  at width 32 and one copy, over the 250k budget, as the genome code stands now).
+- **Seeds**: reported runs use seeds 0..n-1; `--tune` uses 1000.. (its own folder), where
+  settings (`--population`, `--steps`, ...) are chosen before any report seed is run.
+- **Resumable**: one SQLite store per (arm, seed) under `--out`; a finished run is
+  skipped, an interrupted one resumed; re-trainings and baselines are kept in JSON files
+  there; the table is recomputed from the stores on every invocation.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/search_dogma.py
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/search_dogma.py --out runs/search_dogma
+    .venv/bin/python benchmarks/search_dogma.py --seeds 1 --arms default,random \
+        --budget-evals 3 --steps 20 --no-baselines --out /tmp/smoke     # a smoke
+
+Sizing (2 cores, measured on single evaluations, load average ~2): the 8 generation-0
+genomes of seed 0 take 7.1 s each on average at 100 steps and 1.85 s at 20 (one core;
+time is about proportional to steps, recurrent kinds are slow per FLOP). At 24
+evaluation-equivalents a single-fidelity run then costs ~200 s, a multi-fidelity one
+~215 s (8.1 s per equivalent: the first stage costs more per FLOP), both with their
+overshooting last generation. The defaults (`--steps 90`, first fidelity 18;
+`--budget-evals 24`; 10 seeds x default, random, optuna + 5 seeds x sha, aging, local;
+3 re-trainings per run; 3 baselines x 6 trainings) come to ~9,800 core-seconds, about
+82 minutes on 2 workers. An estimate: the full benchmark has not been run.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
+import csv
+import json
+import random
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -38,192 +72,347 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from evaluation import EvalRequest, evaluate, get_task  # noqa: E402
-from evaluation.budget import learning_rate  # noqa: E402
+from benchmarks import search_flops, search_stats  # noqa: E402
+from benchmarks.search_baselines import BASELINES, run_baselines  # noqa: E402
+from evaluation import EvalRequest  # noqa: E402
+from evaluation.budget import training_flops  # noqa: E402
+from evaluation.precision import pool_precision  # noqa: E402
+from evaluation.protocol import Pool  # noqa: E402
 from evaluation.table import InProcessPool  # noqa: E402
+from evaluation.tasks import derive_seed, get_task  # noqa: E402
 from evolution.config import RunConfig  # noqa: E402
 from evolution.engine import Engine  # noqa: E402
-from evolution.evaluating import quality_of  # noqa: E402
-from evolution.spaces.dogma.seeds import scale_down  # noqa: E402
-from genome import PRESETS, Genome, GenomeError  # noqa: E402
-from phenotype import account  # noqa: E402
+from evolution.objectives import quality_of  # noqa: E402
+from evolution.spaces.registry import SPACES  # noqa: E402
+from evolution.strategies import STRATEGIES  # noqa: E402
 from store import Store  # noqa: E402
 
-BASELINES = {
-    "llama (Transformer++)": "llama3-8b",
-    "gpt2": "gpt2-small",
-    "mamba": "mamba-130m",
-    "jamba": "jamba",
-}
-LR_SWEEP = (0.5, 1.0, 2.0)
+MAIN_ARMS = ("default", "random", "optuna")  # >= 10 seeds by default
+ALL_ARMS = ("default", "random", "optuna", "sha", "aging", "local")
+TUNE_SEED0 = 1000
+RETRAIN_SEEDS = 3
+STALL = 5  # generations in a row that trained nothing: the run is over
 
 
-def hypervolume(points: list[tuple[float, float]], max_params: float) -> float:
-    """Area dominated by (quality, params) points w.r.t. (0, max_params), params scaled."""
-    pts = sorted(((max(q, 0.0), p / max_params) for q, p in points if p <= max_params), key=lambda x: x[1])
-    area, best = 0.0, 0.0
-    for i, (q, cost) in enumerate(pts):
-        best = max(best, q)
-        nxt = pts[i + 1][1] if i + 1 < len(pts) else 1.0
-        area += best * (nxt - cost)
-    return area
+def arm_overrides(arm: str, steps: int) -> dict[str, Any] | None:
+    """The RunConfig settings of an engine arm beyond the shared ones; None when the arm
+    is not an engine arm or its strategy is not registered."""
+    d = RunConfig()
+    first = round(d.min_steps * steps / d.steps) if d.min_steps else d.min_steps
+    if arm == "default":
+        return {"min_steps": first}
+    if arm == "random":
+        return {"strategy": "random", "min_steps": 0}
+    if arm == "sha":
+        return {"strategy": "random", "min_steps": first}
+    if arm in ("aging", "local") and arm in STRATEGIES:
+        return {"strategy": arm, "min_steps": first}
+    return None
 
 
-def search_run(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
-    """One search run in its own store; its best genome and scores."""
-    strategy, seed, settings = job
-    torch.set_num_threads(1)
-    config = RunConfig(strategy=strategy, seed=seed, seed_policy="run", **settings)
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp, Store(f"sqlite:///{tmp}/run.db") as store:
-        engine = Engine(config, store, InProcessPool())
-        engine.run()
-    final = [c for _, c in engine.history if c.record.final]
-    best = max(final, key=lambda c: quality_of(c.metrics))
-    return {
-        "strategy": strategy,
-        "seed": seed,
-        "best": quality_of(best.metrics),
-        "best_params": int(best.metrics["params"]),
-        "best_sequence": best.genome.sequence_view(),
-        "hv": hypervolume([(quality_of(c.metrics), c.metrics["params"]) for c in final], config.max_params),
-        "evaluations": engine.spent,
-        "seconds": time.perf_counter() - start,
-    }
+def available(arms: list[str]) -> tuple[list[str], list[str]]:
+    """(arms to run, arms skipped because their strategy is not registered)."""
+    run = [a for a in arms if a == "optuna" or arm_overrides(a, 100) is not None]
+    return run, [a for a in arms if a not in run]
 
 
-def baseline_genome(preset: str, max_params: int, pinned: dict[str, Any]) -> Genome:
-    """The preset's architecture at the largest width and depth under `max_params`."""
-    best: tuple[int, Genome] | None = None
-    for width in range(32, 257, 16):
-        for copies in range(1, 9):
-            try:
-                genome = Genome.from_dict(scale_down(PRESETS[preset](), width, copies, pinned))
-            except GenomeError:
-                continue
-            params = account(genome).params
-            if params <= max_params and (best is None or params > best[0]):
-                best = (params, genome)
-    if best is None:
-        raise ValueError(f"no {preset} under {max_params} parameters")
-    return best[1]
+def arm_config(arm: str, seed: int, shared: dict[str, Any]) -> RunConfig:
+    """The run's configuration: shared settings, then the arm's own, seed_policy run
+    (optuna's: single fidelity, the one its trials train at and its store records)."""
+    own = arm_overrides("random" if arm == "optuna" else arm, shared["steps"]) or {}
+    return RunConfig(**{**shared, **own, "seed": seed, "seed_policy": "run"})
 
 
-def baseline_run(job: tuple[str, str, float, dict[str, Any]]) -> dict[str, Any]:
-    name, preset, scale, settings = job
-    torch.set_num_threads(1)
-    config = RunConfig(**settings)
+def reference_flops(shared: dict[str, Any]) -> float:
+    """Training FLOPs of the average generation-0 genome of seed 0 at the full fidelity
+    (the accountant's flops_per_token; nothing trained)."""
+    config = RunConfig(**shared)
+    space = SPACES[config.space].from_config(config)
     task = get_task(config.task)
-    genome = baseline_genome(preset, config.max_params, {"vocab": task.vocab_size, "max_len": task.seq_len})
-    width = int(genome.to_dict()["regions"][0]["settings"]["d_model"])
-    lr = scale * learning_rate(width)
-    request = EvalRequest(genome.to_yaml(), genome.id, config.task, config.steps, seed=0)
-    result = evaluate(request, train_options={"lr": lr})
+    first = config.initial_population or config.population
+    genomes = space.initial(first, random.Random(derive_seed(0, "generation", 0)))
+    costs = [
+        training_flops(
+            space.cost_metrics(g)["flops_per_token"], config.steps, task.train_batch_size, task.seq_len
+        )
+        for g in genomes
+    ]
+    return sum(costs) / len(costs)
+
+
+def drive_engine(config: RunConfig, store: Store, pool: Pool, budget: float) -> str:
+    """Run (or resume) the store's one search run a generation at a time until its
+    training FLOPs reach `budget`; the run id."""
+    runs = store.list_runs("search")
+    run_id = runs[0].id if runs else store.create_run(config.to_dict(), config.seed, config.task)
+    stalled, spent = 0, search_flops.run_flops(store, run_id, config)
+    while spent < budget and stalled < STALL:
+        record = store.get_run(run_id)
+        assert record is not None
+        Engine.resume(run_id, store, pool, generations=record.last_generation + 1).run()
+        now = search_flops.run_flops(store, run_id, config)
+        stalled = stalled + 1 if now == spent else 0
+        spent = now
+    store.set_run_status(run_id, "finished", f"training-FLOP budget {budget:.4g} reached")
+    return run_id
+
+
+def retrain_seeds(seed: int, genome_id: str, used: set[int], k: int = RETRAIN_SEEDS) -> list[int]:
+    """`k` training seeds for re-training an incumbent, none of them in `used`."""
+    out: list[int] = []
+    n = 0
+    while len(out) < k:
+        s = derive_seed("retrain", seed, genome_id, n)
+        n += 1
+        if s not in used and s not in out:
+            out.append(s)
+    return out
+
+
+def retrain(yaml: str, genome_id: str, config: RunConfig, seeds: list[int], pool: Pool) -> list[float]:
+    """Qualities of the genome trained at the full fidelity under `seeds` (0 for a failure)."""
+    requests = [
+        EvalRequest(
+            genome_yaml=yaml,
+            genome_id=genome_id,
+            task=config.task,
+            fidelity=config.steps,
+            seed=s,
+            timeout_s=config.timeout_s,
+            precision=pool_precision(config.precision, pool),
+        )
+        for s in seeds
+    ]
+    return [quality_of(r.metrics) if r.status == "ok" else 0.0 for r in pool.evaluate(requests)]
+
+
+def paths(out: Path, arm: str, seed: int) -> tuple[Path, Path]:
+    return out / f"{arm}-seed{seed}.db", out / f"{arm}-seed{seed}.json"
+
+
+def run_one(job: tuple[str, int, dict[str, Any], float, str]) -> dict[str, Any]:
+    """One (arm, seed): search to the budget (skipped when finished), then its incumbent
+    re-trained under fresh seeds (skipped when already done for that genome)."""
+    arm, seed, shared, budget, out_dir = job
+    torch.set_num_threads(1)
+    db, side = paths(Path(out_dir), arm, seed)
+    done = json.loads(side.read_text()) if side.exists() else {}
+    if done and done.get("shared") != shared:
+        raise ValueError(f"{side} holds a run with other settings ({done.get('shared')}): use another --out")
+    config = arm_config(arm, seed, shared)
+    pool = InProcessPool()
+    start = time.perf_counter()
+    with Store(f"sqlite:///{db}") as store:
+        if not (done.get("budget") == budget and done.get("searched")):
+            runs = store.list_runs("search")
+            if arm == "optuna":
+                from benchmarks.optuna_dogma import run_optuna
+
+                run_id = run_optuna(store, config, pool, budget, run_id=runs[0].id if runs else None)
+            else:
+                run_id = drive_engine(config, store, pool, budget)
+            done = {"arm": arm, "seed": seed, "shared": shared, "budget": budget, "searched": True}
+            done["run_id"] = run_id
+            side.write_text(json.dumps(done, indent=1))
+        run_id = done["run_id"]
+        best = search_flops.incumbent(search_flops.rows(store, run_id, config), budget)
+        if best is not None and done.get("retrained", {}).get("genome_id") != best.genome_id:
+            seeds = retrain_seeds(seed, best.genome_id, search_flops.search_seeds(store, run_id))
+            qualities = retrain(best.yaml, best.genome_id, config, seeds, pool)
+            done["retrained"] = {"genome_id": best.genome_id, "seeds": seeds, "qualities": qualities}
+            side.write_text(json.dumps(done, indent=1))
+    done["wall_s"] = time.perf_counter() - start
+    return done
+
+
+def collect(out: Path, arm: str, seed: int, shared: dict[str, Any], budget: float) -> dict[str, Any] | None:
+    """A finished run's numbers recomputed from its store (and its re-trainings)."""
+    db, side = paths(out, arm, seed)
+    if not (db.exists() and side.exists()):
+        return None
+    done = json.loads(side.read_text())
+    if not done.get("searched") or done.get("budget") != budget or done.get("shared") != shared:
+        return None
+    config = arm_config(arm, seed, shared)
+    with Store(f"sqlite:///{db}") as store:
+        rows = search_flops.rows(store, done["run_id"], config)
+        spent = search_flops.run_flops(store, done["run_id"], config)
+    best = search_flops.incumbent(rows, budget)
+    again = done.get("retrained", {})
+    common = {
+        "arm": arm,
+        "seed": seed,
+        "curve": search_flops.curve(rows),
+        "flops": spent,
+        "full_evaluations": sum(r.quality is not None for r in rows if r.cumulative <= budget),
+    }
+    if best is None:  # nothing trained in full within the budget: it found nothing
+        return {**common, "observed": 0.0, "score": 0.0, "params": 0, "genome_id": None, "no_result": True}
+    if again.get("genome_id") != best.genome_id:
+        return None  # not re-trained yet
     return {
-        "name": name,
-        "scale": scale,
-        "lr": lr,
-        "params": account(genome).params,
-        "quality": quality_of(result.metrics) if result.status == "ok" else float("nan"),
-        "status": result.status,
-        "sequence": genome.sequence_view(),
+        **common,
+        "observed": best.quality,
+        "score": sum(again["qualities"]) / len(again["qualities"]),
+        "retrain_seeds": again["seeds"],
+        "params": best.params,
+        "genome_id": best.genome_id,
+        "yaml": best.yaml,
+        "no_result": False,
     }
 
 
-def mean_se(xs: list[float]) -> tuple[float, float]:
-    return statistics.mean(xs), (statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
+def report(results: dict[str, list[dict[str, Any]]], budget: float, points: int, out: Path) -> dict[str, Any]:
+    """Print the tables and verdicts; write curves (JSON, CSV) and the summary beside them."""
+    arms = [a for a in results if results[a]]
+    print(
+        f"{'arm':<9}{'runs':>5}{'incumbent, 3 fresh seeds':>27}{'as observed':>19}"
+        f"{'full evals':>11}{'FLOPs':>10}"
+    )
+    summary: dict[str, Any] = {"budget_flops": budget, "arms": {}}
+    for arm in arms:
+        rs = results[arm]
+        s, o = (
+            search_stats.mean_se([r["score"] for r in rs]),
+            search_stats.mean_se([r["observed"] for r in rs]),
+        )
+        evals = sum(r["full_evaluations"] for r in rs) / len(rs)
+        flops = sum(r["flops"] for r in rs) / len(rs)
+        print(
+            f"{arm:<9}{len(rs):>5}{s[0]:>19.4f} ± {s[1]:.4f}{o[0]:>11.4f} ± {o[1]:.4f}"
+            f"{evals:>11.1f}{flops:>10.3g}"
+        )
+        summary["arms"][arm] = {"runs": len(rs), "score": s, "observed": o, "full_evaluations": evals}
+        empty = [r["seed"] for r in rs if r["no_result"]]
+        if empty:
+            print(f"{'':<9}  seeds {empty}: no full-fidelity result within the budget, scored 0")
+    levels = search_stats.grid(budget, points)
+    curves = {a: search_stats.mean_curve([r["curve"] for r in results[a]], levels) for a in arms}
+    print("\nbest-so-far full-fidelity quality (as observed) vs cumulative training FLOPs, mean over runs:")
+    print(f"{'FLOPs':>10}" + "".join(f"{a:>16}" for a in arms))
+    for i, x in enumerate(levels):
+        cells = "".join(
+            f"{curves[a][i][1]:>10.4f} ({curves[a][i][3]:>2})" if curves[a][i][3] else f"{'-':>16}"
+            for a in arms
+        )
+        print(f"{x:>10.3g}{cells}")
+    with (out / "curves.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["arm", "flops", "mean_best_quality", "se", "runs"])
+        for a in arms:
+            w.writerows([a, *row] for row in curves[a])
+    (out / "curves.json").write_text(
+        json.dumps(
+            {
+                a: {"levels": levels, "curve": curves[a], "runs": [r["curve"] for r in results[a]]}
+                for a in arms
+            }
+        )
+    )
+    print()
+    summary["paired"] = {}
+    if "default" in arms:
+        by_seed = {r["seed"]: r["score"] for r in results["default"]}
+        for other in (a for a in arms if a != "default"):
+            theirs = {r["seed"]: r["score"] for r in results[other]}
+            common = sorted(set(by_seed) & set(theirs))
+            if not common:
+                continue
+            p = search_stats.paired([by_seed[s] for s in common], [theirs[s] for s in common])
+            print(p.line("default", other) + ("  [target]" if other in ("random", "optuna") else ""))
+            summary["paired"][other] = p.__dict__
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    return summary
+
+
+def baseline_verdict(results: dict[str, list[dict[str, Any]]], baselines: list[dict[str, Any]]) -> None:
+    """Print the baselines and whether default's best beats the best at <= its parameters."""
+    print(f"\n{'baseline':<24}{'params':>10}{'3 fresh seeds':>15}{'lr':>9}  sweep (0.5x, 1x, 2x), sweep seed")
+    for b in baselines:
+        sweep = ", ".join(f"{q:.3f}" for q in b["sweep"])
+        print(f"{b['name']:<24}{b['params']:>10,}{b['score']:>15.4f}{b['lr']:>9.4f}  {sweep}")
+    if not results.get("default") or not baselines:
+        return
+    found = max(results["default"], key=lambda r: (not r["no_result"], r["score"]))
+    if found["no_result"]:
+        print("default found nothing within the budget: no baseline verdict")
+        return
+    strongest = max(baselines, key=lambda b: b["score"])
+    met = found["score"] >= strongest["score"] and found["params"] <= strongest["params"]
+    print(
+        f"default's best: {found['score']:.4f} (3 fresh seeds) at {found['params']:,} params (seed "
+        f"{found['seed']}); best baseline {strongest['name']} {strongest['score']:.4f} at "
+        f"{strongest['params']:,}; target (>= the best baseline at <= its parameters): "
+        f"{'met' if met else 'missed'}"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5)
+    d = RunConfig()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10, help="runs of default, random, optuna (10)")
+    parser.add_argument(
+        "--other-seeds", type=int, default=None, help="runs of the other arms (min(5, --seeds))"
+    )
+    parser.add_argument("--arms", default=",".join(ALL_ARMS))
+    parser.add_argument("--budget-flops", type=float, default=None)
+    parser.add_argument("--budget-evals", type=float, default=24.0, help="budget in average gen-0 trainings")
     parser.add_argument("--population", type=int, default=16)
-    parser.add_argument("--generations", type=int, default=3)
-    parser.add_argument("--surrogate", type=int, default=RunConfig().surrogate)
-    parser.add_argument("--max-params", type=int, default=RunConfig().max_params)
-    parser.add_argument("--steps", type=int, default=RunConfig().steps, help="full training budget")
+    parser.add_argument("--steps", type=int, default=90, help="full fidelity")
+    parser.add_argument("--max-params", type=int, default=d.max_params)
+    parser.add_argument("--task", default=d.task)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--points", type=int, default=8, help="FLOP levels of the curve table")
+    parser.add_argument("--tune", action="store_true", help=f"seeds {TUNE_SEED0}.. in OUT/tune")
+    parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("runs/search_dogma"))
     args = parser.parse_args()
-    settings: dict[str, Any] = {
+    shared = {
         "population": args.population,
-        "max_params": args.max_params,
         "steps": args.steps,
+        "max_params": args.max_params,
+        "task": args.task,
     }
-    cfg = RunConfig(**settings)
-    children = cfg.children
-    # the default strategy's evaluation count with these settings sets the shared budget:
-    # every child is trained at the first fidelity, a quarter again at the full one
-    promoted = 0
-    if cfg.first_fidelity is not None:
-        promoted = math.ceil(cfg.promote * args.population) + args.generations * math.ceil(
-            cfg.promote * children
-        )
-    budget = args.population + args.generations * children + promoted
-    settings.update(max_evaluations=budget, surrogate=args.surrogate)
+    out = args.out / "tune" if args.tune else args.out
+    out.mkdir(parents=True, exist_ok=True)
+    budget = args.budget_flops or round(args.budget_evals * reference_flops(shared))
+    arms, skipped = available([a.strip() for a in args.arms.split(",") if a.strip()])
+    unknown = [a for a in skipped if a not in ALL_ARMS]
+    if unknown:
+        parser.error(f"unknown arms {unknown}; known: {', '.join(ALL_ARMS)}")
+    other = args.other_seeds if args.other_seeds is not None else min(5, args.seeds)
+    seed0 = TUNE_SEED0 if args.tune else 0
+    seeds = {a: list(range(seed0, seed0 + (args.seeds if a in MAIN_ARMS else other))) for a in arms}
+    jobs = [(a, s, shared, float(budget), str(out)) for a in arms for s in seeds[a]]
     start = time.perf_counter()
-    jobs = [("nsga2", s, settings) for s in range(args.seeds)]
-    jobs += [("random", 1000 + s, settings) for s in range(args.seeds)]
-    base_jobs = [
-        (name, preset, scale, {"max_params": args.max_params, "steps": args.steps})
-        for name, preset in BASELINES.items()
-        for scale in LR_SWEEP
-    ]
+    baselines: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(search_run, jobs))
-        baselines = list(pool.map(baseline_run, base_jobs))
-    cfg = RunConfig(**settings)
+        futures = [pool.submit(run_one, j) for j in jobs]
+        if not args.no_baselines:
+            baselines = run_baselines(pool, shared, out / "baselines.json")
+        for f in futures:
+            f.result()
+    results = {
+        a: [r for r in (collect(out, a, s, shared, float(budget)) for s in seeds[a]) if r] for a in arms
+    }
+    missing = {a: len(seeds[a]) - len(results[a]) for a in arms if len(results[a]) < len(seeds[a])}
     print(
-        f"DOGMA search, task {cfg.task}: {args.seeds} runs per strategy, population {args.population}, "
-        f"{children} children x {args.generations} generations, {cfg.steps} steps (first fidelity "
-        f"{cfg.first_fidelity}), {budget} real evaluations per run, budget {args.max_params:,} parameters"
+        f"DOGMA search, task {args.task}, {'TUNE seeds' if args.tune else 'seeds'} from {seed0}: budget "
+        f"{budget:.4g} training FLOPs per run ({args.budget_evals:g} average gen-0 trainings unless given), "
+        f"population {args.population}, {args.steps} steps, max {args.max_params:,} params; RunConfig() "
+        f"default strategy {d.strategy} (min_steps {d.min_steps} of {d.steps}, promote {d.promote})"
     )
-    print(f"{'strategy':<10}{'best quality':>22}{'hypervolume':>22}{'evaluations':>13}")
-    stats = {}
-    for strategy in ("nsga2", "random"):
-        rows = [r for r in runs if r["strategy"] == strategy]
-        b, h = mean_se([r["best"] for r in rows]), mean_se([r["hv"] for r in rows])
-        stats[strategy] = (b, h)
-        spent = statistics.mean(r["evaluations"] for r in rows)
-        print(f"{strategy:<10}{b[0]:>14.3f} ± {b[1]:.3f}{h[0]:>14.3f} ± {h[1]:.3f}{spent:>13.0f}")
-    print("\nbaselines (best of the 3-point learning-rate sweep, same budget):")
-    print(f"{'baseline':<24}{'params':>10}{'quality':>10}{'lr':>10}  sweep (0.5x, 1x, 2x)")
-    best_base: dict[str, dict[str, Any]] = {}
-    for name in BASELINES:
-        rows = [b for b in baselines if b["name"] == name]
-        ok = [b for b in rows if not math.isnan(b["quality"])]
-        top = max(ok, key=lambda b: b["quality"]) if ok else rows[0]
-        best_base[name] = top
-        sweep = ", ".join(f"{b['quality']:.3f}" for b in rows)
-        print(f"{name:<24}{top['params']:>10,}{top['quality']:>10.3f}{top['lr']:>10.4f}  {sweep}")
-    found = max((r for r in runs if r["strategy"] == "nsga2"), key=lambda r: r["best"])
-    print(
-        f"\nbest discovered: quality {found['best']:.3f} at {found['best_params']:,} params: "
-        f"{found['best_sequence']}"
-    )
-    (nb, nh), (rb, rh) = stats["nsga2"], stats["random"]
-    gap_b, se_b = nb[0] - rb[0], math.hypot(nb[1], rb[1])
-    gap_h, se_h = nh[0] - rh[0], math.hypot(nh[1], rh[1])
-    print(
-        f"nsga2 - random: best quality {gap_b:+.3f} ({gap_b / se_b if se_b else float('inf'):+.1f} SE), "
-        f"hypervolume {gap_h:+.3f} ({gap_h / se_h if se_h else float('inf'):+.1f} SE); "
-        f"target >= 2 SE on both: {'met' if gap_b >= 2 * se_b and gap_h >= 2 * se_h else 'missed'}"
-    )
-    beaten = [
-        n
-        for n, b in best_base.items()
-        if b["params"] >= found["best_params"] and found["best"] >= b["quality"]
-    ]
-    larger = [n for n, b in best_base.items() if b["params"] >= found["best_params"]]
-    strongest = max(best_base.values(), key=lambda b: b["quality"])
-    met = found["best"] >= strongest["quality"] and found["best_params"] <= strongest["params"]
-    print(
-        f"best baseline: {strongest['name']} {strongest['quality']:.3f} at {strongest['params']:,} params; "
-        f"the discovered genome scores >= {len(beaten)} of the {len(larger)} baselines at >= its parameters; "
-        f"target (>= the best baseline at <= its parameters): "
-        f"{'met' if met else 'missed'}"
-    )
-    print(f"wall {time.perf_counter() - start:.0f} s")
+    if skipped:
+        print(f"skipped (strategy not registered): {', '.join(skipped)}")
+    if missing:
+        print(f"runs not finished (rerun to resume): {missing}")
+    report(results, float(budget), args.points, out)
+    baseline_verdict(results, baselines)
+    print(f"wall {time.perf_counter() - start:.0f} s; stores, curves.csv/json, summary.json in {out}")
 
 
 if __name__ == "__main__":
     main()
+
+
+__all__ = ["BASELINES", "arm_config", "drive_engine", "reference_flops", "retrain_seeds", "run_one"]
