@@ -3,7 +3,8 @@
     Engine(RunConfig(...), store, pool).run()   one search, committed generation by generation
     Engine.resume(run_id, store, pool)          continue a run from its last committed generation
     SPACES / DogmaSpace / NB201Space            search spaces behind one protocol (spaces/contract.py)
-    make_strategy("nsga2"|"regularized"|"random")   who breeds and who survives (STRATEGIES)
+    make_strategy("nsga2"|"aging"|"local"|"random")   who breeds and who survives (STRATEGIES;
+                                                "regularized": aging's old name, for stored runs)
     OBJECTIVES                                  what a run selects on, read from the metrics
     OperatorPolicy                              meta-policy memory: operator credit, bandit
     InProcessPool / TableEvaluator              pools without Ray (evaluation.table)
