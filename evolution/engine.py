@@ -24,6 +24,13 @@ model (DOGMA: renamed region labels, a no-op promoter) share one id, are born on
 trained once. Genomes read back from the store (resume, `--memory-from` elites) are NOT
 re-spelled: a stored genome keeps its stored id; their canonical ids only join `seen`, so
 no canonical twin of a stored genome is born again.
+
+Liveness (`store.liveness`): the engine holds its run while it exists. Creating a run claims
+it in the same transaction, resuming claims it (a run whose driver is alive is refused:
+`RunHeld`); `run` beats from a daemon thread (`self.liveness`, a `Heartbeat`) and releases
+the run when it returns or raises; each generation's commit is fenced by the driver token,
+so a driver that lost its claim commits nothing. Every refusal (`--memory-from` a run of
+another space) comes before `create_run`: a refused run leaves no row behind.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from store import (
     by_id,
     by_slot,
 )
+from store.liveness import Heartbeat, driver_token
 
 Birth = tuple[Genotype, str | None, dict[str, Any] | None, list[Candidate]]  # genome, op, change, mates
 STALL_LIMIT = 5  # generations in a row without a birth: the space has nothing new left
@@ -87,8 +95,7 @@ class Engine:
         self.strategy = make_strategy(config.strategy, config.sample_size, config.quality_floor)
         self.Individual = individual_class(len(config.objectives))
         self.on_event: Event = on_event or (lambda kind, data: None)
-        self.run_id = run_id or store.create_run(config.to_dict(), config.seed, config.task)
-        self.evaluator = Evaluator(config, self.space, store, self.run_id, self.on_event)
+        self.evaluator = Evaluator(config, self.space, store, run_id or "", self.on_event)
         self.transfer = TransferAudit.of(config, self.space)  # None: a single-fidelity run
         self.reports: list[GenerationReport] = []
         self._predicted: list[float | None] = []  # the surrogate's predictions for the next births
@@ -101,7 +108,13 @@ class Engine:
         self.seen: set[str] = set()  # genome ids born in this run: children must be new
         self.stop_reason: str | None = None  # why `run` ended
         if run_id is None and config.memory_from:
-            self._inherit(config.memory_from)
+            self._inherit(config.memory_from)  # refused before the run exists: no row is left
+        driver = driver_token()
+        self.run_id = run_id or store.create_run(config.to_dict(), config.seed, config.task, driver=driver)
+        self.evaluator.run_id = self.run_id
+        self.liveness = Heartbeat(store, self.run_id, driver)  # `with engine.liveness:` holds the run
+        if run_id is not None:
+            self.liveness.claim()  # RunHeld while another driver of the run is alive
 
     @property
     def spent(self) -> int:
@@ -115,7 +128,14 @@ class Engine:
 
     # -- public ---------------------------------------------------------------------------
     def run(self) -> list[Candidate]:
-        """Run (or continue) to the configured generations or budget; return the population."""
+        """Run (or continue) to the configured generations or budget; return the population.
+
+        Holds the run (heartbeat) while it works and releases it at the end, also when it
+        raises; an interrupted run stays `running` and is shown `interrupted` (`--resume`)."""
+        with self.liveness:
+            return self._run()
+
+    def _run(self) -> list[Candidate]:
         record = self.store.get_run(self.run_id)
         start = record.last_generation + 1 if record else 0
         population: list[Candidate] = []
@@ -160,8 +180,9 @@ class Engine:
         if record.kind == "ablate":  # its generations are trainings of variants
             raise KeyError(f"run {run_id} is an evolve ablate run, not a search: run evolve ablate again")
         config = RunConfig.from_dict({**record.config, **overrides})
+        engine = cls(config, store, pool, run_id=run_id, on_event=on_event)  # claims: RunHeld
         store.set_run_status(run_id, "running")
-        return cls(config, store, pool, run_id=run_id, on_event=on_event)
+        return engine
 
     def _canonical_ids(self, stored: dict[str, str]) -> set[str]:
         """The canonical ids of stored genomes ({id: yaml}) that are not canonical: a stored
@@ -461,6 +482,7 @@ class Engine:
             archive=archive,
             archive_remove=removed,
             transfer=transfer,
+            driver=self.liveness.driver,  # refused if another driver took the run over
         )
         if self.transfer is not None:
             self.transfer.pairs += pairs

@@ -13,6 +13,10 @@ store's natural key ``(genome id, task, steps, seed)``:
   None, ``change`` saying what the point is) and its evaluation row, so a killed command
   loses at most the trainings in flight;
 * ``finish`` marks the run finished, or failed when its training raised.
+
+The recorder drives its run (`store.liveness`): it claims the run when it creates or finds
+it (a second command on a run whose driver is alive is refused, `RunHeld`), beats while it
+lives, and releases the run in ``finish``; each point's commit is fenced by that claim.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from evaluation import EvalResult
 from evaluation.precision import precision_of
 from genome import Genome
 from store import EvaluationIn, IndividualIn, Store, by_slot
+from store.liveness import Heartbeat
 
 Key = tuple[str, str, int, int]
 Row = tuple[Any, str, dict[str, Any], str | None, float]  # point, status, metrics, reason, seconds
@@ -46,6 +51,8 @@ class TrainingRecorder:
         else:
             self.run_id = store.create_run(config, seed=0, task=task, kind=kind)
             self.next_generation, self.resumed = 0, False
+        self.liveness = Heartbeat(store, self.run_id)
+        self.liveness.__enter__()  # held until `finish` (the commands call it in a finally)
 
     def point_key(self, point: Any) -> Key:
         raise NotImplementedError
@@ -100,6 +107,7 @@ class TrainingRecorder:
                 for slot, (p, status, metrics, reason, seconds) in enumerate(rows)
             ],
             members=[by_slot(slot) for slot in range(len(rows))],
+            driver=self.liveness.driver,
         )
         self.next_generation += 1
         for p, *_ in rows:
@@ -107,7 +115,11 @@ class TrainingRecorder:
             p.evaluation_id = rec.id if rec is not None else None
 
     def finish(self, failed: bool) -> None:
-        self.store.set_run_status(self.run_id, "failed" if failed else "finished")
+        """Mark the run finished (or failed) and release it."""
+        try:
+            self.store.set_run_status(self.run_id, "failed" if failed else "finished")
+        finally:
+            self.liveness.__exit__(None, None, None)
 
 
 __all__ = ["TrainingRecorder"]

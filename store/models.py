@@ -103,6 +103,8 @@ class Run(Base):
     ``kind`` is one of :data:`RUN_KINDS` (revision 0006; before it, scale and ablate runs
     said so in their config's ``"kind"`` key). ``last_generation`` is the newest generation
     committed in full (-1: none yet); a resumed run continues from it, and it never goes back.
+    ``driver`` / ``heartbeat`` (revision 0007): the token of the process that holds the run
+    and its last heartbeat (:mod:`store.liveness`); NULL when nobody holds it.
     """
 
     __tablename__ = "runs"
@@ -116,6 +118,9 @@ class Run(Base):
     task: Mapped[str] = mapped_column(Text)
     last_generation: Mapped[int] = mapped_column(Integer, default=-1)
     stop_reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it ended (0003)
+    # who drives it and when it last said so (0007, `store.liveness`); both NULL: nobody
+    heartbeat: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    driver: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 class Genome(Base):

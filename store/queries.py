@@ -83,6 +83,8 @@ def _run_record(row: Run, evaluated: dict[str, int]) -> RunRecord:
         generations=row.last_generation + 1,
         evaluated=evaluated.get(row.id, 0),
         stop_reason=row.stop_reason,
+        heartbeat=row.heartbeat,
+        driver=row.driver,
     )
 
 

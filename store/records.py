@@ -159,7 +159,13 @@ class LeaseRecord:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A stored run; ``kind`` is one of :data:`store.RUN_KINDS` (search, scale, ablate, calibrate)."""
+    """A stored run; ``kind`` is one of :data:`store.RUN_KINDS` (search, scale, ablate, calibrate).
+
+    ``status`` is the stored one; ``shown_status`` is what readers show (``interrupted`` for
+    a ``running`` run nobody drives: no heartbeat, or one older than the stale limit), see
+    :mod:`store.liveness`. ``driver`` / ``heartbeat``: who holds the run and when it last
+    beat (None: nobody).
+    """
 
     id: str
     status: str
@@ -172,6 +178,16 @@ class RunRecord:
     generations: int  # committed generations: last_generation + 1
     evaluated: int  # evaluation rows of the run
     stop_reason: str | None = None  # why the run ended, once it has
+    heartbeat: datetime | None = None  # its driver's last heartbeat (revision 0007)
+    driver: str | None = None  # the token of the driver holding it
+
+    @property
+    def shown_status(self) -> str:
+        """The stored status, or ``interrupted`` for a ``running`` run whose driver is not
+        alive now (:func:`store.liveness.shown_status` with the default stale limit)."""
+        from store.liveness import shown_status  # store.liveness imports this module
+
+        return shown_status(self.status, self.heartbeat)
 
 
 @dataclass(frozen=True)

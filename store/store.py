@@ -7,28 +7,38 @@ lost and, because every row has a natural key, nothing doubled when a commit is 
 :class:`Store` is the facade: it owns the engines and runs each method as one transaction
 (:mod:`store.transactions`); the work itself lives with its job: opening and schema
 (:mod:`store.schema`), the generation commit (:mod:`store.commit`), read queries
-(:mod:`store.queries`), weights (:mod:`store.artifacts`) and leases (:mod:`store.leases`).
+(:mod:`store.queries`), weights (:mod:`store.artifacts`), leases (:mod:`store.leases`) and
+who drives a run (:mod:`store.liveness`).
+
+A Store may be used from several threads (the driver's heartbeat thread beside its loop):
+every method opens a session of its own; an in-memory SQLite store, whose one connection is
+shared, runs its transactions one at a time under a lock.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import StaticPool
 
 import store.artifacts as artifacts
 import store.commit as commit
 import store.ladder as ladder_rows
 import store.leases as lease_rows
+import store.liveness as liveness
 import store.queries as queries
 import store.transactions as transactions
 from store.engine import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
-from store.models import RUN_KINDS, RUN_STATUSES, Run
+from store.models import RUN_KINDS, RUN_STATUSES, Run, utcnow
 from store.records import (
     AncestryStep,
     ArchiveIn,
@@ -77,6 +87,9 @@ class Store:
             self._engines: Engines | None = open_engines(url, busy_timeout, create=create)
         except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's driver is missing
             raise StoreError(f"cannot open {describe(url)}: {transactions.one_line(exc)}") from exc
+        # one shared connection (in-memory SQLite): one transaction at a time across threads
+        shared = isinstance(self._engines.write.pool, StaticPool)
+        self._serial: AbstractContextManager[Any] = threading.RLock() if shared else nullcontext()
         try:
             upgrade_to_head(self._engines, create=create)
         except StoreError as exc:
@@ -108,24 +121,43 @@ class Store:
 
     def _write(self, work: Callable[[Session], T], what: str) -> T:
         """Run ``work`` in one write transaction (BEGIN IMMEDIATE on SQLite)."""
-        return transactions.write(self._live().write, work, what)
+        engines = self._live()
+        with self._serial:
+            return transactions.write(engines.write, work, what)
 
     def _read(self, work: Callable[[Session], T], what: str) -> T:
         """Run ``work`` in one read transaction: one consistent snapshot, no write lock."""
-        return transactions.read(self._live().read, work, what)
+        engines = self._live()
+        with self._serial:
+            return transactions.read(engines.read, work, what)
 
     # -- runs ------------------------------------------------------------------------------
 
-    def create_run(self, config: dict[str, Any], seed: int, task: str, kind: str = "search") -> str:
+    def create_run(
+        self,
+        config: dict[str, Any],
+        seed: int,
+        task: str,
+        kind: str = "search",
+        *,
+        driver: str | None = None,
+    ) -> str:
         """Record a new run (status 'running', nothing committed) and return its id.
 
         ``kind`` is one of :data:`RUN_KINDS`: a ``search`` (``evolve run``), or the training
-        run of ``evolve scale``, ``evolve ablate`` or ``evolve calibrate``."""
+        run of ``evolve scale``, ``evolve ablate`` or ``evolve calibrate``. ``driver``: the
+        token of the driver that creates it, which then holds it (as :meth:`claim_run`, in
+        the same transaction); without one the run is shown ``interrupted`` until claimed."""
         _check_kind(kind)
+        if driver is not None and not 0 < len(driver) <= liveness.DRIVER_LENGTH:
+            raise StoreError(f"a driver token must be 1 to {liveness.DRIVER_LENGTH} characters")
         run_id = uuid.uuid4().hex[:12]
 
         def work(session: Session) -> str:
-            session.add(Run(id=run_id, kind=kind, config=config, seed=seed, task=task))
+            heartbeat = None if driver is None else utcnow()
+            row = Run(id=run_id, kind=kind, config=config, seed=seed, task=task)
+            row.driver, row.heartbeat = driver, heartbeat
+            session.add(row)
             return run_id
 
         return self._write(work, "create_run")
@@ -177,6 +209,36 @@ class Store:
 
         self._write(work, "set_run_status")
 
+    # -- who drives a run (store.liveness) -------------------------------------------------
+
+    def claim_run(
+        self,
+        run_id: str,
+        driver: str,
+        stale_after_s: float = liveness.STALE_AFTER_S,
+        *,
+        now: datetime | None = None,
+    ) -> str | None:
+        """Make ``driver`` the run's driver, with a fresh heartbeat, in one transaction.
+
+        Taken when the run has no driver, its driver's heartbeat is older than
+        ``stale_after_s`` seconds (that driver died: the claim is taken over) or the driver
+        is ``driver`` itself; otherwise :class:`store.liveness.RunHeld` (a
+        :class:`StoreError`) names the live driver and its heartbeat's age. Returns the
+        stale driver taken over from, or None. ``now``: the clock (tests)."""
+        return self._write(
+            lambda session: liveness.claim(session, run_id, driver, stale_after_s, now), "claim_run"
+        )
+
+    def beat(self, run_id: str, driver: str, *, now: datetime | None = None) -> bool:
+        """Refresh the heartbeat of ``driver``'s run; False (nothing written) when
+        ``driver`` no longer holds it."""
+        return self._write(lambda session: liveness.beat(session, run_id, driver, now), "beat")
+
+    def release_run(self, run_id: str, driver: str) -> bool:
+        """Clear the run's driver and heartbeat if ``driver`` holds it; whether it did."""
+        return self._write(lambda session: liveness.release(session, run_id, driver), "release_run")
+
     # -- committing a generation -----------------------------------------------------------
 
     def commit_generation(
@@ -193,6 +255,7 @@ class Store:
         archive: Iterable[ArchiveIn] = (),
         archive_remove: Iterable[str] = (),
         transfer: Iterable[TransferIn] = (),
+        driver: str | None = None,
     ) -> dict[int, int]:
         """Store generation ``generation`` of a run in one transaction; return slot → id.
 
@@ -205,7 +268,9 @@ class Store:
         nothing); ``archive_remove`` names genome ids that leave the archive.
         ``transfer`` holds the run's fidelity transfer after this generation, one per pair
         of fidelities (a multi-fidelity run's engine gives one, others none).
-        ``runs.last_generation`` becomes ``generation``.
+        ``runs.last_generation`` becomes ``generation``. ``driver``: the committing driver's
+        token; given, the commit is refused (:class:`store.liveness.RunLost`) unless that
+        driver still holds the run, checked in the same transaction.
 
         Generations are committed in order: ``generation`` must be last_generation + 1.
         Committing a generation that is already stored (a retry after a lost
@@ -216,10 +281,13 @@ class Store:
         payload = commit.GenerationPayload.build(
             genomes, individuals, evaluations, lineage, members, policy, archive, archive_remove, transfer
         )
-        return self._write(
-            lambda session: commit.commit_generation(session, run_id, generation, payload),
-            f"commit_generation {generation} of run {run_id}",
-        )
+
+        def work(session: Session) -> dict[int, int]:
+            if driver is not None:
+                liveness.check_holder(session, run_id, driver)
+            return commit.commit_generation(session, run_id, generation, payload)
+
+        return self._write(work, f"commit_generation {generation} of run {run_id}")
 
     # -- reading individuals ---------------------------------------------------------------
 

@@ -20,6 +20,19 @@ from genome import Genome
 
 
 # -- evolve runs --------------------------------------------------------------------------
+def resume_hint(run_id: str, kind: str, shown_status: str) -> str | None:
+    """How to continue a run shown ``interrupted`` (its driver stopped or was killed before
+    it finished); None for any other run. A search resumes with ``evolve run --resume``; the
+    training runs of scale / ablate / calibrate resume by running their command again."""
+    from store.liveness import INTERRUPTED  # SQLAlchemy: when a handler runs
+
+    if shown_status != INTERRUPTED:
+        return None
+    if kind == "search":
+        return f"evolve run --resume {run_id}"
+    return f"the same evolve {kind} command again (it resumes run {run_id})"
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from evolution.policy import top_operators  # SQLAlchemy (the store's policy rows)
 
@@ -31,7 +44,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         {
             "id": r.id,
             "kind": r.kind,
-            "status": r.status,
+            "status": r.shown_status,  # `interrupted`: running, but nobody drives it
+            "resume": resume_hint(r.id, r.kind, r.shown_status),
             "generations": r.generations,
             "evaluated": r.evaluated,
             "created": r.created.isoformat(timespec="seconds"),
@@ -67,7 +81,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
             ),
             top,
         )
-    out().print(table)
+    console = out()
+    console.print(table)
+    for r in rows:
+        if r["resume"]:
+            console.print(
+                f"run {r['id']} is interrupted (its driver stopped before it finished): {r['resume']}"
+            )
     return 0
 
 
@@ -179,6 +199,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             out().print(f"HTML report of run {run_id}: {args.html} ({info['bytes']:,} bytes)")
         return 0
     data = run_report(store, run_id)
+    record = store.get_run(run_id)
+    data["resume"] = None if record is None else resume_hint(run_id, record.kind, data["status"])
     if args.json:
         emit_json(data)
         return 0
@@ -209,6 +231,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     console.print(f"failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
     for line in report_lines(data):
         console.print(line)
+    if data["resume"]:
+        console.print(f"interrupted: its driver stopped before it finished; continue it: {data['resume']}")
     return 0
 
 

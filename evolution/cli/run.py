@@ -1,6 +1,13 @@
 """`evolve run`: one search on the embedded defaults or the options given, `--resume` to
 continue one, `--ladder` to take its elite up a size ladder, `--report` for a live HTML page.
 
+The command holds its run while it works (`store.liveness`: `engine.liveness` around the
+pool, the search and the ladder): a second `evolve run --resume` of the same run is refused
+while this one is alive. Ctrl-C (SIGINT) stops it cleanly: the generation in flight is
+either committed whole (one transaction) or discarded, the run stays `running` without a
+driver (readers show it `interrupted`), one line names `evolve run --resume RUN`, and the
+exit code is 130.
+
 The options come from `RunConfig` (torch-free); the engine, the pool and the summaries load
 torch (and Ray, and plotly for `--report`), so `cmd_run` imports them when it runs: every
 `evolve` command builds this parser."""
@@ -15,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from evolution.cli.output import emit_json, open_store, out
+from evolution.cli.output import emit_json, err, open_store, out
 from evolution.config import RunConfig, cli_fields, switch
 from evolution.errors import UsageError
 from evolution.objectives import quality_of
@@ -31,6 +38,15 @@ if TYPE_CHECKING:
 # what --resume takes from the command line: how far and where it runs, and a ladder after it
 RESUME_OVERRIDES: tuple[str, ...] = ("generations", "workers", "ray_address", "ladder", "target_params")
 RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens", "timeout_s")
+#: The exit code of a run stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+EXIT_INTERRUPTED = 130
+RUN_EPILOG = (
+    "Ctrl-C stops a run cleanly: the generation in flight is committed whole or discarded "
+    "(each generation is one transaction), the run is left 'interrupted' (shown so by evolve "
+    "runs and evolve report; a run whose driver was killed is shown so once its heartbeat is "
+    "a minute old) and `evolve run --resume RUN` continues it from its last committed "
+    "generation. Exit code 130. A run another live evolve run drives cannot be resumed."
+)
 
 
 def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -53,6 +69,7 @@ def _pool_for(engine: Engine, store: Store) -> AbstractContextManager[Pool]:
 def cmd_run(args: argparse.Namespace) -> int:
     from evolution.engine import Engine, best_of  # torch, as the summaries
     from evolution.report.summary import individual_summary, run_transfer_summary
+    from store.liveness import RunHeld
 
     overrides = run_overrides(args)
     try:
@@ -76,6 +93,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 )
             except KeyError as e:
                 raise UsageError(str(e).strip("'\"")) from None
+            except RunHeld as e:  # another evolve run drives it now
+                raise UsageError(f"{e}: evolve run --resume {e.run_id} once it has stopped") from None
         else:
             try:
                 engine = Engine(config, store, None, on_event=progress.on_event)
@@ -86,11 +105,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             from evolution.report.html import live_report  # plotly (and torch): only --report draws
 
             engine.on_event = live_report(store, engine.run_id, args.report, engine.on_event)
-        try:
-            with _pool_for(engine, store) as pool:
+        interrupted: str | None = None  # the run Ctrl-C stopped
+        try:  # held (heartbeat) from here; released however the block ends
+            with engine.liveness, _pool_for(engine, store) as pool:
                 engine.pool = pool
                 try:
                     population = engine.run()
+                except KeyboardInterrupt:  # not a failure: --resume continues it
+                    raise
                 except BaseException:
                     store.set_run_status(engine.run_id, "failed")
                     raise
@@ -98,6 +120,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     _run_ladder(engine, store, population, pool, progress)
         except ConnectionError as e:  # e.g. --ray-address that nothing answers at
             raise UsageError(str(e)) from None
+        except KeyboardInterrupt:
+            interrupted = engine.run_id
+    if interrupted is not None:
+        return _interrupted(store, interrupted)
     if args.report:  # the final state (the run's status and stop reason too)
         from evolution.report.html import write_report  # plotly (and torch): only --report draws
 
@@ -130,6 +156,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         _print_run_summary(result, front)
     return 0
+
+
+def _interrupted(store: Store, run_id: str) -> int:
+    """Ctrl-C: the run keeps what it committed; say how to continue it."""
+    run = store.get_run(run_id)
+    last = run.last_generation if run is not None else -1
+    kept = f"generations 0..{last} are committed" if last >= 0 else "no generation was committed"
+    err().print(
+        f"evolve: interrupted: run {run_id} stopped ({kept}); continue it: evolve run --resume {run_id}"
+    )
+    return EXIT_INTERRUPTED
 
 
 def _run_ladder(engine: Engine, store: Store, population: list[Any], pool: Pool, progress: Any) -> None:
@@ -180,10 +217,13 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
 
 def add_run_command(sub: Any, common: argparse.ArgumentParser) -> None:
     """`evolve run`: one option per `RunConfig` field, `--resume`, `--quiet`, `--report`."""
-    run = sub.add_parser("run", parents=[common], help="run an evolutionary search")
+    run = sub.add_parser("run", parents=[common], help="run an evolutionary search", epilog=RUN_EPILOG)
     _add_run_options(run)
     run.add_argument(
-        "--resume", metavar="RUN_ID", help="continue a run (id or prefix) from its last generation"
+        "--resume",
+        metavar="RUN_ID",
+        help="continue a run (id or prefix) from its last committed generation: one stopped by "
+        "Ctrl-C, killed, or finished (with more --generations); refused while another driver holds it",
     )
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument("--report", metavar="FILE", help="HTML report of the run, rewritten as it runs")

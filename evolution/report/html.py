@@ -115,7 +115,7 @@ def _overview(data: ReportData) -> str:
     evaluated = sum(1 for b in data.births if b.status is not None)
     rows = [
         ("run", run.id),
-        ("status", run.status + (f" ({run.stop_reason})" if run.stop_reason else "")),
+        ("status", run.shown_status + (f" ({run.stop_reason})" if run.stop_reason else "")),
         ("space / task", f"{config.space} / {run.task}"),
         ("strategy / objectives", f"{config.strategy} / {', '.join(config.objectives)}"),
         ("population / children", f"{config.population} / {config.children}"),
@@ -261,6 +261,7 @@ def _assemble(data: ReportData, page: _Page, refresh_s: int | None) -> str:
         f'<section id="{a}"><h2>{html.escape(t)}</h2>\n{b}\n</section>' for a, t, b in page.sections
     )
     live = f" · reloads every {refresh_s} s while the run is running" if refresh_s else ""
+    status = html.escape(data.run.shown_status)  # interrupted: stored running, nobody drives it
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -268,7 +269,7 @@ def _assemble(data: ReportData, page: _Page, refresh_s: int | None) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="dogma-figures" content="{page.figures}">
 <meta name="dogma-generations" content="{data.run.generations}">
-<meta name="dogma-status" content="{html.escape(data.run.status)}">
+<meta name="dogma-status" content="{status}">
 {refresh}
 <title>evolve report · run {html.escape(data.run.id)}</title>
 <style>{CSS}</style>
@@ -277,7 +278,7 @@ def _assemble(data: ReportData, page: _Page, refresh_s: int | None) -> str:
 </head>
 <body>
 <header><h1>DOGMA evolve · run {html.escape(data.run.id)}</h1>
-<p>{html.escape(data.run.status)} · {data.run.generations} generations · {data.run.evaluated} evaluations ·
+<p>{status} · {data.run.generations} generations · {data.run.evaluated} evaluations ·
 written {now}{live}</p></header>
 <nav><a href="#overview">Overview</a>{nav}</nav>
 <main>

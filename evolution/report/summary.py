@@ -281,7 +281,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         "filtered": sum(g["filtered"] for g in generations),
         **ladder_summary(store, run_id),
         "run_id": run_id,
-        "status": run.status,
+        "status": run.shown_status,  # `interrupted`: stored running, but nobody drives it
         "stop_reason": run.stop_reason,
         "task": run.task,
         "config": run.config,
