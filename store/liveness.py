@@ -8,7 +8,8 @@ columns back to NULL) when it stops, however it stops. The contract:
 * **claim** (:func:`claim`, ``Store.claim_run``): one write transaction that locks the run's
   row (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already holds
   the database's one write lock) and takes the run when it has no driver, when its driver's
-  heartbeat is older than ``stale_after_s`` (the driver died: its claim is taken over), or
+  heartbeat is older than ``stale_after_s`` or its driver is a process of this host that no
+  longer exists (:func:`gone_here`: the driver died, its claim is taken over), or
   when the driver is the same token (a re-claim refreshes the heartbeat). Otherwise it raises
   :class:`RunHeld`, naming the live driver and its heartbeat's age;
 * **beat** (:func:`beat`): refreshes the heartbeat only while the token still holds the run;
@@ -85,6 +86,27 @@ def driver_token() -> str:
     return f"{host}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+def gone_here(driver: str) -> bool:
+    """Whether ``driver`` (a :func:`driver_token`) names a process of this host that no longer
+    exists: a driver killed here (SIGKILL, a crash) is known dead at once, without waiting
+    :data:`STALE_AFTER_S` for its heartbeat to go stale. A driver of another host, or a token
+    of another form, is not judged here (False)."""
+    host, _, rest = driver.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != (socket.gethostname()[:160] or "host") or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False  # this process: another driver of it is alive while we run
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it exists, under another user
+        return False
+    return False
+
+
 def age_s(heartbeat: datetime | None, now: datetime | None = None) -> float | None:
     """Seconds since ``heartbeat`` (None: there is none). A heartbeat from a clock ahead of
     ``now`` counts as fresh (0)."""
@@ -136,7 +158,12 @@ def claim(
     now = now or utcnow()
     row = _locked_run(session, run_id)
     previous = row.driver
-    if previous is not None and previous != driver and is_live(row.heartbeat, now, stale_after_s):
+    if (
+        previous is not None
+        and previous != driver
+        and is_live(row.heartbeat, now, stale_after_s)
+        and not gone_here(previous)
+    ):
         raise RunHeld(run_id, previous, age_s(row.heartbeat, now) or 0.0, stale_after_s)
     row.driver, row.heartbeat = driver, now
     return previous if previous != driver else None

@@ -184,9 +184,12 @@ class RunRecord:
     @property
     def shown_status(self) -> str:
         """The stored status, or ``interrupted`` for a ``running`` run whose driver is not
-        alive now (:func:`store.liveness.shown_status` with the default stale limit)."""
-        from store.liveness import shown_status  # store.liveness imports this module
+        alive now (:func:`store.liveness.shown_status` with the default stale limit, or a
+        driver process of this host that is gone: :func:`store.liveness.gone_here`)."""
+        from store.liveness import INTERRUPTED, gone_here, shown_status  # liveness imports us
 
+        if self.status == "running" and self.driver is not None and gone_here(self.driver):
+            return INTERRUPTED
         return shown_status(self.status, self.heartbeat)
 
 

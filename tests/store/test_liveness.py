@@ -192,3 +192,30 @@ def _pragma_columns(path: Path) -> list[tuple]:
 
     with sqlite3.connect(path) as connection:
         return list(connection.execute("PRAGMA table_info(runs)"))
+
+
+def test_a_driver_killed_on_this_host_is_taken_over_at_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL leaves a fresh heartbeat; a driver process of this host that is gone is known
+    dead without waiting for the stale limit (crash-exact resume right after a kill -9)."""
+    import socket
+    import subprocess
+    import sys
+
+    from store import Store
+    from store.liveness import RunHeld, driver_token, gone_here
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its pid now names no process (reuse within this test is not a concern)
+    dead = f"{socket.gethostname()[:160] or 'host'}:{child.pid}:deadbeef"
+    assert gone_here(dead) and not gone_here(driver_token()) and not gone_here("elsewhere:1:ab")
+    with Store(f"sqlite:///{tmp_path / 'kill.db'}") as store:
+        run_id = store.create_run({}, seed=0, task="mqar", driver=dead)
+        assert store.get_run(run_id).shown_status == "interrupted"  # type: ignore[union-attr]
+        assert store.claim_run(run_id, driver_token()) == dead  # taken over, no stale wait
+        other = store.create_run({}, seed=0, task="mqar", driver="elsewhere:1:ab")
+        try:
+            store.claim_run(other, driver_token())
+        except RunHeld:
+            pass
+        else:
+            raise AssertionError("a fresh driver of another host must hold its run")
