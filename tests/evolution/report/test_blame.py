@@ -278,8 +278,8 @@ def test_blame_table_and_bad_ids(nb201_store: str, capsys: pytest.CaptureFixture
 @pytest.mark.slow  # trains: Ray and 16 tiny models (minutes on a loaded 2-core machine)
 def test_blame_of_a_dogma_run(tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path / 'dogma.db'}"
-    args = ["--steps", "5", "--min-steps", "0", "--population", "4", "--generations", "3", "--workers", "1"]
-    code, out = cli("run", *args, "--seed", "1", "--quiet", "--json", "--store", url)
+    args = ["--steps", "5", "--min-steps", "0", "--population", "4", "--generations", "2", "--workers", "1"]
+    code, out = cli("run", *args, "--seed", "2", "--quiet", "--json", "--store", url)
     assert code == 0
     run_id = json.loads(out)["run_id"]
     code, out = cli("report", "--run", run_id, "--json", "--store", url)
@@ -314,4 +314,4 @@ def test_blame_of_a_dogma_run(tmp_path: Any) -> None:
             checked += 1
     code, out = cli("blame", str(max(records)), "--store", url)
     assert code == 0 and "s0" in out and "seed" in out
-    assert checked or all(r.operator in (None, "homologous_crossover") for r in records.values())
+    assert checked, "seed 2 breeds children blame can be checked on"
