@@ -21,9 +21,10 @@ lives, and releases the run in ``finish``; each point's commit is fenced by that
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from evaluation import EvalResult
+from evaluation import EvalRequest, EvalResult
 from evaluation.precision import precision_of
 from genome import Genome
 from store import EvaluationIn, IndividualIn, Store, by_slot
@@ -82,6 +83,44 @@ class TrainingRecorder:
         if copies:
             self._commit(copies)
         return todo
+
+    def train_points(
+        self,
+        todo: Sequence[Any],
+        pool: Any,
+        timeout_s: float,
+        precision: str,
+        on_point: Callable[[Any, int, int], None] | None = None,
+    ) -> None:
+        """Train ``todo`` on ``pool`` in the given order, committing each result as it
+        arrives (``record``); ``on_point(point, done, total)`` after each."""
+        by_key = {self.point_key(p): p for p in todo}
+        requests = []
+        for p in todo:
+            genome_id, task, steps, seed = self.point_key(p)
+            requests.append(
+                EvalRequest(
+                    genome_yaml=self.genome_of(p).to_yaml(),
+                    genome_id=genome_id,
+                    task=task,
+                    fidelity=steps,
+                    seed=seed,
+                    timeout_s=timeout_s,
+                    precision=precision,
+                )
+            )
+        done = 0
+
+        def on_result(result: EvalResult) -> None:
+            nonlocal done
+            p = by_key[(result.genome_id, result.task, int(result.fidelity), result.seed)]
+            self.record(p, result)
+            done += 1
+            if on_point is not None:
+                on_point(p, done, len(requests))
+
+        if requests:
+            pool.evaluate(requests, on_result=on_result)
 
     def record(self, point: Any, result: EvalResult, copied_from: int | None = None) -> None:
         """Commit one trained point as the run's next generation (``copied_from``: the row of

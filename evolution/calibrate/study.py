@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluation import EvalRequest, EvalResult
 from evaluation.precision import pool_precision
 from evaluation.tasks import derive_seed
 from evaluation.transfer import MIN_PAIRS, RESAMPLES
@@ -203,32 +202,7 @@ def train(
     on_point: Callable[[Point, int, int], None] | None = None,
 ) -> None:
     """Train ``todo`` on ``pool`` in plan order, committing each result as it arrives."""
-    plan = recorder.plan
-    by_key = {p.key(): p for p in todo}
-    requests = [
-        EvalRequest(
-            genome_yaml=plan.members[p.member].genome.to_yaml(),
-            genome_id=p.genome_id,
-            task=p.task,
-            fidelity=p.steps,
-            seed=p.seed,
-            timeout_s=plan.timeout_s,
-            precision=plan.precision,
-        )
-        for p in todo
-    ]
-    done = 0
-
-    def on_result(result: EvalResult) -> None:
-        nonlocal done
-        p = by_key[(result.genome_id, result.task, int(result.fidelity), result.seed)]
-        recorder.record(p, result)
-        done += 1
-        if on_point is not None:
-            on_point(p, done, len(requests))
-
-    if requests:
-        pool.evaluate(requests, on_result=on_result)
+    recorder.train_points(todo, pool, recorder.plan.timeout_s, recorder.plan.precision, on_point)
 
 
 def combined(results: Sequence[tuple[str | None, dict[str, Any]]]) -> float | None:
