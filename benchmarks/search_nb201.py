@@ -115,10 +115,11 @@ ENGINE_ARMS: dict[str, dict[str, Any]] = {
     "aging": {"strategy": "aging"},
     "local": {"strategy": "local"},
     "random": {"strategy": "random"},
+    "nsga2": {"strategy": "nsga2", "surrogate": 1},  # the default before local search + surrogate
     "mo-nsga2": {"objectives": ("quality", "params")},
 }
 OPTUNA_ARMS = {"optuna-tpe": False, "mo-optuna": True}  # arm -> multi-objective
-ARMS = ("default", "aging", "local", "random", "optuna-tpe", "mo-nsga2", "mo-optuna")
+ARMS = ("default", "aging", "local", "nsga2", "random", "optuna-tpe", "mo-nsga2", "mo-optuna")
 MULTI = ("mo-nsga2", "mo-optuna")
 PROTOCOL_FIELDS = ("space", "task", "max_evaluations", "seed", "seed_policy")
 # (arm, baseline) verdicts, in print order; the first is the target
@@ -126,7 +127,9 @@ VERDICTS = (
     ("default", "optuna-tpe"),
     ("aging", "optuna-tpe"),
     ("local", "optuna-tpe"),
+    ("nsga2", "optuna-tpe"),
     ("default", "random"),
+    ("default", "nsga2"),
     ("mo-nsga2", "mo-optuna"),
 )
 

@@ -30,6 +30,10 @@ from evolution.strategies import STRATEGIES, STRATEGY_HELP
 QUALITY_FLOOR = 0.05
 MAX_TIMEOUT_S = 30 * 86_400.0  # as evolve scale and ablate allow
 DEFAULT_GENERATIONS = 3  # with the default suite budget: about 10 minutes on 2 cores
+DEFAULT_POPULATION = 64  # without an evaluation budget
+AUTO_POPULATION = 0  # `population`'s default: DEFAULT_POPULATION, or sized to --evaluations
+AUTO_STRATEGY = "auto"  # `strategy`'s default: `default_strategy(objectives)`
+SINGLE_OBJECTIVE_STRATEGY = "local"  # won NAS-Bench-201 on the tuning seeds (docs/results.md)
 # The bounds of every size a run is given, (least, most); most None: no upper bound. The
 # maxima lie far beyond any run this program can carry out, and refuse a mistyped value
 # before it exhausts the machine (`RunConfig._check_bounds`; fields absent are skipped).
@@ -82,7 +86,13 @@ class RunConfig:
     """Everything that determines a run; stored with it so `resume` needs nothing else."""
 
     # -- `evolve run` options, in the order --help lists them --------------------------------
-    population: int = field(default=64, metadata=cli("individuals kept each generation (64)"))
+    population: int = field(  # resolved in __post_init__ (`budget_population`)
+        default=AUTO_POPULATION,
+        metadata=cli(
+            f"individuals kept each generation (default {DEFAULT_POPULATION}; with --evaluations N: "
+            "N/10, between 4 and 64, so that generation 0 is a tenth of the budget)"
+        ),
+    )
     initial_population: int | None = field(
         default=None,
         metadata=cli(
@@ -129,9 +139,11 @@ class RunConfig:
     )
     space: str = field(default="dogma", metadata=cli("search space (dogma)", choices=tuple(SPACES)))
     strategy: str = field(
-        default="nsga2",
+        default=AUTO_STRATEGY,  # resolved in __post_init__ (`default_strategy`)
         metadata=cli(
-            "; ".join(f"{name}: {text}" for name, text in STRATEGY_HELP.items()), choices=tuple(STRATEGIES)
+            "; ".join(f"{name}: {text}" for name, text in STRATEGY_HELP.items())
+            + f" (default {SINGLE_OBJECTIVE_STRATEGY}; nsga2 with several --objectives)",
+            choices=tuple(STRATEGIES),
         ),
     )
     objectives: tuple[str, ...] = field(  # quality alone: costs are budgets and the tie-break
@@ -165,9 +177,10 @@ class RunConfig:
     )
     sample_size: int = field(default=3, metadata=cli("aging: tournament sample (3)"))
     surrogate: int = field(
-        default=1,
+        default=10,
         metadata=cli(
-            "breed K times the children, train the surrogate's best and an exploration share (1: off)"
+            "breed K times the children, train the surrogate's predicted best and an exploration "
+            "share (10; 1: off)"
         ),
     )
     repeats: int = field(
@@ -226,6 +239,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         objectives = tuple(self.objectives)
         object.__setattr__(self, "objectives", objectives)
+        if self.strategy == AUTO_STRATEGY:
+            object.__setattr__(self, "strategy", default_strategy(objectives))
+        if self.population == AUTO_POPULATION:
+            object.__setattr__(self, "population", budget_population(self.max_evaluations))
         if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
             raise ValueError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
         if self.population < 2:
@@ -334,14 +351,36 @@ class RunConfig:
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         """The config a run was stored with; a run stored before the quality floor existed
         resumes without one, and one stored before the precision option in fp32, as they
-        started. A stored run carries its objectives (one stored before quality alone was
+        started (a dict without a strategy, surrogate or population: nsga2, no surrogate, 64,
+        the defaults of its time). A stored run carries its objectives (one stored before quality alone was
         the default resumes on its own, e.g. quality,params under NSGA-II); a dict without
         them takes `STORED_OBJECTIVES`."""
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known.setdefault("objectives", STORED_OBJECTIVES)
         known.setdefault("quality_floor", None)
         known.setdefault("precision", "fp32")
+        # the defaults before local search with a surrogate: a stored run resumes as it began
+        known.setdefault("strategy", "nsga2")
+        known.setdefault("surrogate", 1)
+        known.setdefault("population", DEFAULT_POPULATION)
         return cls(**known)
+
+
+def default_strategy(objectives: tuple[str, ...]) -> str:
+    """The default strategy: restart local search on quality alone, NSGA-II when several
+    objectives are asked for (local search follows quality only)."""
+    return SINGLE_OBJECTIVE_STRATEGY if len(objectives) == 1 else "nsga2"
+
+
+def budget_population(evaluations: int | None) -> int:
+    """The default population: DEFAULT_POPULATION without an evaluation budget, else a tenth
+    of it between 4 and DEFAULT_POPULATION. A random generation 0 of 64 would be most of a
+    100-evaluation budget (on NAS-Bench-201 the default was then random search with 36
+    children, 13 SE behind Optuna's TPE); a tenth was the best of 6, 8, 10, 16 and 24 on the
+    tuning seeds (docs/results.md)."""
+    if evaluations is None:
+        return DEFAULT_POPULATION
+    return max(4, min(DEFAULT_POPULATION, evaluations // 10))
 
 
 # -- command-line options -----------------------------------------------------------------
@@ -375,10 +414,15 @@ def _parser(hint: Any) -> Callable[[str], Any]:
 
 
 __all__ = [
+    "AUTO_POPULATION",
+    "AUTO_STRATEGY",
     "DEFAULT_OBJECTIVES",
+    "DEFAULT_POPULATION",
     "STORED_OBJECTIVES",
     "CliOption",
     "RunConfig",
+    "budget_population",
+    "default_strategy",
     "cli",
     "cli_fields",
     "comma_list",

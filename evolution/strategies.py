@@ -5,7 +5,7 @@ Every strategy selects on what the run's objectives ask for (`RunConfig.objectiv
 `selection.quality_key` (quality, then fewer parameters, smaller state, older); with
 several objectives `nsga2` is NSGA-II over them.
 
-- `nsga2` (default): binary tournaments for mating, (μ + λ) survival: the best
+- `nsga2` (the default under several objectives): binary tournaments for mating, (μ + λ) survival: the best
   `population` by quality under one objective, NSGA-II's under several. With a quality
   floor (`RunConfig.quality_floor`) only candidates at or above it breed while at least two
   are; when fewer do, the best two by quality breed (two breeders are each parent at even
@@ -20,7 +20,8 @@ several objectives `nsga2` is NSGA-II over them.
   form: B parents drawn from the current population, B children evaluated in parallel,
   then the B oldest die (the population is the youngest P). Every member may breed, floor
   or not, as published.
-- `local`: restart local search. Every child is a neighbour (a mutation, no crossover) of
+- `local` (the default under one objective, `evolution.config.default_strategy`): restart
+  local search. Every child is a neighbour (a mutation, no crossover) of
   the incumbent, the best member by quality; the engine's `seen` set keeps each neighbour
   new. After `patience` generations without a child better than the incumbent, the next
   generation is a restart: it breeds nothing (`breeds` is False), so the engine fills it
@@ -232,7 +233,7 @@ STRATEGIES: dict[str, Factory] = {
 }
 #: one line per name, for `--strategy`'s help
 STRATEGY_HELP: dict[str, str] = {
-    "nsga2": "tournaments, best survive; NSGA-II with several objectives (default)",
+    "nsga2": "tournaments, best survive; NSGA-II with several objectives",
     "aging": "aging evolution, Real et al. 2019: best of --sample-size, mutation only, oldest die",
     "local": f"local search around the best, restart after {PATIENCE} generations without a gain",
     "random": "random samples",

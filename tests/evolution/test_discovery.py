@@ -27,7 +27,16 @@ def store(tmp_path):
 
 
 def nb_run(store, **kw):
-    base = dict(space="nb201", task="cifar10", population=10, seed=2, objectives=("quality",))
+    # NSGA-II's loop without a surrogate, the defaults these tests were written against
+    base = dict(
+        space="nb201",
+        task="cifar10",
+        population=10,
+        seed=2,
+        objectives=("quality",),
+        strategy="nsga2",
+        surrogate=1,
+    )
     config = RunConfig(**{**base, **kw})
     engine = Engine(config, store, nb201.NB201Space().local_pool())
     engine.run()

@@ -156,9 +156,10 @@ def test_credit_and_elites_are_stored_and_inherited(store):
 # -- the evaluation cache across runs and resume -------------------------------------------
 def test_cache_and_resume_never_double_an_evaluation(store):
     pool = CountingTable()
-    a = Engine(nb_config(generations=2, max_evaluations=None, seed=5), store, pool)
+    # no surrogate: it learns from every run in the store, so run b would choose other children
+    a = Engine(nb_config(generations=2, max_evaluations=None, seed=5, surrogate=1), store, pool)
     a.run()
-    b = Engine(nb_config(generations=1, max_evaluations=None, seed=5), store, pool)
+    b = Engine(nb_config(generations=1, max_evaluations=None, seed=5, surrogate=1), store, pool)
     b.run()
     assert b.spent == 0 and sum(r.hits for r in b.reports) > 0  # same genomes: all reused
     Engine.resume(b.run_id, store, pool, generations=4).run()

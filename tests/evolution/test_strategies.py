@@ -72,7 +72,8 @@ def draws(strategy: NSGA2, population: list[Candidate], n: int = 3000, seed: int
 # -- the default objectives: quality, parameters as the tie-break -------------------------
 def test_the_default_objectives_are_quality_alone_and_stored_runs_keep_theirs() -> None:
     assert RunConfig().objectives == DEFAULT_OBJECTIVES == ("quality",)
-    assert make_strategy(RunConfig().strategy).name == "nsga2"  # the default strategy stays
+    assert make_strategy(RunConfig().strategy).name == "local"  # under quality alone
+    assert RunConfig(objectives=("quality", "params")).strategy == "nsga2"  # several: NSGA-II
     stored = RunConfig(objectives=("quality", "params")).to_dict()
     assert RunConfig.from_dict(stored).objectives == ("quality", "params")  # resumes unchanged
     del stored["objectives"]

@@ -45,6 +45,7 @@ def nb_config(**kw) -> RunConfig:
         population=POPULATION,
         initial_population=INITIAL,
         batch=4,
+        strategy="nsga2",  # the cut these tests read is NSGA-II's on quality
         generations=3,
         seed=3,
         objectives=("quality",),
