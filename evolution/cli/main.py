@@ -15,6 +15,7 @@ from typing import Any
 
 from evolution.cli.ablate import add_ablate_command
 from evolution.cli.calibrate import add_calibrate_command
+from evolution.cli.check import add_check_command
 from evolution.cli.genome import add_genome_command
 from evolution.cli.inspect import add_inspect_commands
 from evolution.cli.output import DEFAULT_STORE, EXIT_USAGE
@@ -29,6 +30,7 @@ AddCommand = Callable[[Any, argparse.ArgumentParser], None]
 COMMANDS: tuple[AddCommand, ...] = (
     add_run_command,
     add_inspect_commands,
+    add_check_command,
     add_genome_command,
     add_replay_command,
     add_scale_command,
