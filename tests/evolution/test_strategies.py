@@ -74,6 +74,11 @@ def test_the_default_objectives_are_quality_alone_and_stored_runs_keep_theirs() 
     assert RunConfig().objectives == DEFAULT_OBJECTIVES == ("quality",)
     assert make_strategy(RunConfig().strategy).name == "local"  # under quality alone
     assert RunConfig(objectives=("quality", "params")).strategy == "nsga2"  # several: NSGA-II
+    assert (RunConfig().surrogate, RunConfig(objectives=("quality", "params")).surrogate) == (10, 1)
+    assert (RunConfig().population, RunConfig(max_evaluations=100).population) == (64, 10)
+    assert RunConfig(max_evaluations=100, population=30).population == 30  # given: kept
+    old = {k: v for k, v in RunConfig().to_dict().items() if k not in ("strategy", "surrogate")}
+    assert (RunConfig.from_dict(old).strategy, RunConfig.from_dict(old).surrogate) == ("nsga2", 1)
     stored = RunConfig(objectives=("quality", "params")).to_dict()
     assert RunConfig.from_dict(stored).objectives == ("quality", "params")  # resumes unchanged
     del stored["objectives"]
