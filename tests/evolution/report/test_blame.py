@@ -279,6 +279,7 @@ def test_blame_table_and_bad_ids(nb201_store: str, capsys: pytest.CaptureFixture
 def test_blame_of_a_dogma_run(tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path / 'dogma.db'}"
     args = ["--steps", "5", "--min-steps", "0", "--population", "4", "--generations", "2", "--workers", "1"]
+    args += ["--strategy", "nsga2", "--surrogate", "1"]  # the loop seed 2 was chosen under
     code, out = cli("run", *args, "--seed", "2", "--quiet", "--json", "--store", url)
     assert code == 0
     run_id = json.loads(out)["run_id"]
