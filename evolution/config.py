@@ -31,10 +31,13 @@ QUALITY_FLOOR = 0.05
 MAX_TIMEOUT_S = 30 * 86_400.0  # as evolve scale and ablate allow
 DEFAULT_GENERATIONS = 3  # with the default suite budget: about 10 minutes on 2 cores
 DEFAULT_POPULATION = 64  # without an evaluation budget
-AUTO_POPULATION = 0  # `population`'s default: DEFAULT_POPULATION, or sized to --evaluations
+# The defaults resolved in `RunConfig.__post_init__` from other fields. They are None (typed as
+# the field's type: every RunConfig holds the resolved int) so that no value a user can type,
+# such as 0, means "the default"; 0 is refused by the bounds like any value under them.
+AUTO_POPULATION: int = typing.cast(int, None)  # DEFAULT_POPULATION, or sized to --evaluations
 AUTO_STRATEGY = "auto"  # `strategy`'s default: `default_strategy(objectives)`
 SINGLE_OBJECTIVE_STRATEGY = "local"  # won NAS-Bench-201 on the tuning seeds (docs/results.md)
-AUTO_SURROGATE = 0  # `surrogate`'s default: `default_surrogate(objectives)`
+AUTO_SURROGATE: int = typing.cast(int, None)  # `default_surrogate(objectives)`
 SINGLE_OBJECTIVE_SURROGATE = 10  # children bred per one trained, under quality alone
 # The bounds of every size a run is given, (least, most); most None: no upper bound. The
 # maxima lie far beyond any run this program can carry out, and refuse a mistyped value
@@ -243,9 +246,9 @@ class RunConfig:
         object.__setattr__(self, "objectives", objectives)
         if self.strategy == AUTO_STRATEGY:
             object.__setattr__(self, "strategy", default_strategy(objectives))
-        if self.surrogate == AUTO_SURROGATE:
+        if self.surrogate is AUTO_SURROGATE:
             object.__setattr__(self, "surrogate", default_surrogate(objectives))
-        if self.population == AUTO_POPULATION:
+        if self.population is AUTO_POPULATION:
             object.__setattr__(self, "population", budget_population(self.max_evaluations))
         if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
             raise ValueError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
