@@ -31,11 +31,12 @@ QUALITY_FLOOR = 0.05
 MAX_TIMEOUT_S = 30 * 86_400.0  # as evolve scale and ablate allow
 DEFAULT_GENERATIONS = 3  # with the default suite budget: about 10 minutes on 2 cores
 DEFAULT_POPULATION = 64  # without an evaluation budget
+MIN_BUDGET_POPULATION = 4  # the smallest population `budget_population` gives
 # The defaults resolved in `RunConfig.__post_init__` from other fields. They are None (typed as
 # the field's type: every RunConfig holds the resolved int) so that no value a user can type,
 # such as 0, means "the default"; 0 is refused by the bounds like any value under them.
 AUTO_POPULATION: int = typing.cast(int, None)  # DEFAULT_POPULATION, or sized to --evaluations
-AUTO_STRATEGY = "auto"  # `strategy`'s default: `default_strategy(objectives)`
+AUTO_STRATEGY: str = typing.cast(str, None)  # `default_strategy(objectives)`
 SINGLE_OBJECTIVE_STRATEGY = "local"  # won NAS-Bench-201 on the tuning seeds (docs/results.md)
 AUTO_SURROGATE: int = typing.cast(int, None)  # `default_surrogate(objectives)`
 SINGLE_OBJECTIVE_SURROGATE = 10  # children bred per one trained, under quality alone
@@ -244,7 +245,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         objectives = tuple(self.objectives)
         object.__setattr__(self, "objectives", objectives)
-        if self.strategy == AUTO_STRATEGY:
+        if self.strategy is AUTO_STRATEGY:
             object.__setattr__(self, "strategy", default_strategy(objectives))
         if self.surrogate is AUTO_SURROGATE:
             object.__setattr__(self, "surrogate", default_surrogate(objectives))
@@ -396,7 +397,7 @@ def budget_population(evaluations: int | None) -> int:
     tuning seeds (docs/results.md)."""
     if evaluations is None:
         return DEFAULT_POPULATION
-    return max(4, min(DEFAULT_POPULATION, evaluations // 10))
+    return max(MIN_BUDGET_POPULATION, min(DEFAULT_POPULATION, evaluations // 10))
 
 
 # -- command-line options -----------------------------------------------------------------
@@ -430,9 +431,6 @@ def _parser(hint: Any) -> Callable[[str], Any]:
 
 
 __all__ = [
-    "AUTO_POPULATION",
-    "AUTO_STRATEGY",
-    "AUTO_SURROGATE",
     "DEFAULT_OBJECTIVES",
     "DEFAULT_POPULATION",
     "STORED_OBJECTIVES",

@@ -84,31 +84,29 @@ class TrainingRecorder:
             self._commit(copies)
         return todo
 
+    def request(self, point: Any, timeout_s: float) -> EvalRequest:
+        """The pool's request that trains ``point``: its key, its genome, this run's precision."""
+        genome_id, task, steps, seed = self.point_key(point)
+        return EvalRequest(
+            genome_yaml=self.genome_of(point).to_yaml(),
+            genome_id=genome_id,
+            task=task,
+            fidelity=steps,
+            seed=seed,
+            timeout_s=timeout_s,
+            precision=self.precision,
+        )
+
     def train_points(
         self,
         todo: Sequence[Any],
         pool: Any,
         timeout_s: float,
-        precision: str,
         on_point: Callable[[Any, int, int], None] | None = None,
     ) -> None:
         """Train ``todo`` on ``pool`` in the given order, committing each result as it
         arrives (``record``); ``on_point(point, done, total)`` after each."""
         by_key = {self.point_key(p): p for p in todo}
-        requests = []
-        for p in todo:
-            genome_id, task, steps, seed = self.point_key(p)
-            requests.append(
-                EvalRequest(
-                    genome_yaml=self.genome_of(p).to_yaml(),
-                    genome_id=genome_id,
-                    task=task,
-                    fidelity=steps,
-                    seed=seed,
-                    timeout_s=timeout_s,
-                    precision=precision,
-                )
-            )
         done = 0
 
         def on_result(result: EvalResult) -> None:
@@ -117,10 +115,10 @@ class TrainingRecorder:
             self.record(p, result)
             done += 1
             if on_point is not None:
-                on_point(p, done, len(requests))
+                on_point(p, done, len(todo))
 
-        if requests:
-            pool.evaluate(requests, on_result=on_result)
+        if todo:
+            pool.evaluate([self.request(p, timeout_s) for p in todo], on_result=on_result)
 
     def record(self, point: Any, result: EvalResult, copied_from: int | None = None) -> None:
         """Commit one trained point as the run's next generation (``copied_from``: the row of

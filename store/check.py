@@ -294,11 +294,6 @@ def _read_fidelity(text: str) -> tuple[object, bool]:
 # -- leases and drivers -------------------------------------------------------------------
 
 
-def driver_alive(driver: str | None, heartbeat: datetime | None, now: datetime) -> bool:
-    """Whether a run's driver is alive: it has one, beating, whose process is not gone."""
-    return driver is not None and liveness.is_live(heartbeat, now) and not liveness.gone_here(driver)
-
-
 def stale_leases(session: Session, now: datetime) -> list[tuple[Lease, str]]:
     """Running leases nobody watches, with why: past their expiry, or their run's driver is
     dead. A run without a driver is judged by the expiry alone (the driver that wrote the
@@ -308,7 +303,7 @@ def stale_leases(session: Session, now: datetime) -> list[tuple[Lease, str]]:
     for lease, driver, heartbeat in session.execute(query.where(Lease.state == "running").order_by(Lease.id)):
         if lease.expires < now:
             stale.append((lease, f"expired {(now - lease.expires).total_seconds():.0f} s ago"))
-        elif driver is not None and not driver_alive(driver, heartbeat, now):
+        elif driver is not None and not liveness.driver_alive(driver, heartbeat, now):
             stale.append((lease, f"its driver {driver} is dead"))
     return stale
 
@@ -342,7 +337,7 @@ def release_stale_leases(session: Session) -> list[str]:
 def dead_drivers(session: Session, now: datetime) -> list[Run]:
     """Runs held by a driver that is not alive (stale heartbeat, or its process is gone)."""
     held = session.scalars(select(Run).where(Run.driver.is_not(None)).order_by(Run.created, Run.id))
-    return [run for run in held if not driver_alive(run.driver, run.heartbeat, now)]
+    return [run for run in held if not liveness.driver_alive(run.driver, run.heartbeat, now)]
 
 
 def _driver_name(run: Run, now: datetime) -> str:

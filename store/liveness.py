@@ -123,6 +123,17 @@ def is_live(
     return age is not None and age <= stale_after_s
 
 
+def driver_alive(
+    driver: str | None,
+    heartbeat: datetime | None,
+    now: datetime | None = None,
+    stale_after_s: float = STALE_AFTER_S,
+) -> bool:
+    """Whether a run's driver is alive: there is one, its heartbeat is fresh (:func:`is_live`)
+    and it is not a process of this host that is gone (:func:`gone_here`)."""
+    return driver is not None and is_live(heartbeat, now, stale_after_s) and not gone_here(driver)
+
+
 def shown_status(
     status: str,
     heartbeat: datetime | None,
@@ -161,8 +172,7 @@ def claim(
     if (
         previous is not None
         and previous != driver
-        and is_live(row.heartbeat, now, stale_after_s)
-        and not gone_here(previous)
+        and driver_alive(previous, row.heartbeat, now, stale_after_s)
     ):
         raise RunHeld(run_id, previous, age_s(row.heartbeat, now) or 0.0, stale_after_s)
     row.driver, row.heartbeat = driver, now

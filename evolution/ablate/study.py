@@ -251,7 +251,7 @@ def train(
 ) -> None:
     """Train ``todo`` on ``pool`` in plan order (replicate by replicate), committing each
     result as it arrives."""
-    recorder.train_points(todo, pool, recorder.plan.timeout_s, recorder.plan.precision, on_point)
+    recorder.train_points(todo, pool, recorder.plan.timeout_s, on_point)
 
 
 __all__ = [

@@ -202,7 +202,7 @@ def train(
     on_point: Callable[[Point, int, int], None] | None = None,
 ) -> None:
     """Train ``todo`` on ``pool`` in plan order, committing each result as it arrives."""
-    recorder.train_points(todo, pool, recorder.plan.timeout_s, recorder.plan.precision, on_point)
+    recorder.train_points(todo, pool, recorder.plan.timeout_s, on_point)
 
 
 def combined(results: Sequence[tuple[str | None, dict[str, Any]]]) -> float | None:

@@ -43,7 +43,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluation import EvalRequest, EvalResult
+from evaluation import EvalResult
 from evaluation.budget import learning_rate
 from evaluation.precision import pool_precision
 from evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
@@ -294,17 +294,7 @@ def train(
     for rec, p in order:
         key = p.key(rec.plan.task)
         if key not in by_key:
-            requests.append(
-                EvalRequest(
-                    genome_yaml=rec.genomes[p.genome_id].to_yaml(),
-                    genome_id=p.genome_id,
-                    task=rec.plan.task,
-                    fidelity=p.steps,
-                    seed=p.seed,
-                    timeout_s=rec.plan.timeout_s,
-                    precision=rec.precision,
-                )
-            )
+            requests.append(rec.request(p, rec.plan.timeout_s))
         by_key.setdefault(key, []).append((rec, p))
     done = 0
 

@@ -77,7 +77,7 @@ def test_the_default_objectives_are_quality_alone_and_stored_runs_keep_theirs() 
     assert (RunConfig().surrogate, RunConfig(objectives=("quality", "params")).surrogate) == (10, 1)
     assert (RunConfig().population, RunConfig(max_evaluations=100).population) == (64, 10)
     assert RunConfig(max_evaluations=100, population=30).population == 30  # given: kept
-    for typed in ({"population": 0}, {"surrogate": 0}):  # no typed value means "the default"
+    for typed in ({"population": 0}, {"surrogate": 0}, {"strategy": "auto"}):  # none means "the default"
         with pytest.raises(ValueError):
             RunConfig(**typed)
     old = {k: v for k, v in RunConfig().to_dict().items() if k not in ("strategy", "surrogate")}

@@ -286,6 +286,7 @@ def test_a_ladder_copies_no_row_of_another_precision(tmp_path, pools, monkeypatc
     """Rows trained in fp32 (the table's rows record none: fp32) are not lent to a ladder that
     trains in bf16 (here: auto where CUDA is seen), which trains every point itself."""
     import evolution.scale.train
+    import evolution.training_run
 
     db = tmp_path / "p.db"
     argv = ["scale", "preset:gpt2-small", "--sizes", SIZES, "--tokens", "200k", "--json"]
@@ -298,7 +299,7 @@ def test_a_ladder_copies_no_row_of_another_precision(tmp_path, pools, monkeypatc
         sent.append(EvalRequest(**fields))
         return sent[-1]
 
-    monkeypatch.setattr(evolution.scale.train, "EvalRequest", request)
+    monkeypatch.setattr(evolution.training_run, "EvalRequest", request)  # where recorders build them
     code, out, _ = evolve(*argv, "--seeds", "3", "--store", f"sqlite:///{db}")
     data = json.loads(out)
     assert code == 0 and data["trained"] == 12 and pools.made[-1].requests == 12
