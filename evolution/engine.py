@@ -334,13 +334,13 @@ class Engine:
     def _breed(
         self, parents: list[Candidate], rng: random.Random, report: GenerationReport, n: int
     ) -> list[Birth]:
-        """Up to `n` new children bred from `parents` by the strategy and the meta-policy
-        (none for a strategy that does not breed); every refusal is reported."""
+        """Up to `n` new children bred from `parents` by the strategy (which `_offspring` has
+        shown them, `prepare`) and the meta-policy (none for a strategy that does not breed);
+        every refusal is reported."""
         births: list[Birth] = []
         attempts = 0
         if not self.strategy.breeds:  # random search: `_offspring` samples every place
             return births
-        self.strategy.prepare(parents)
         while len(births) < n and attempts < 20 * max(n, 1):
             attempts += 1
             (a,) = self.strategy.mates(parents, 1, rng)
