@@ -71,6 +71,13 @@ from store.liveness import Heartbeat, driver_token
 
 Birth = tuple[Genotype, str | None, dict[str, Any] | None, list[Candidate]]  # genome, op, change, mates
 STALL_LIMIT = 5  # generations in a row without a birth: the space has nothing new left
+# Breeding stops once this many draws in a row gave no new valid child: the parents'
+# unseen neighbourhood is used up. Around a near-budget DOGMA incumbent only ~100-150 such
+# neighbours exist, so breeding the surrogate's 10 x 32 children ran to the bound of 20
+# draws per child (6,400 draws, a minute or more of CPU a generation) for the last few of
+# them; 200 in a row stops after ~1,500 draws with 95 % of them found. A NAS-Bench-201
+# cell's 24 neighbours are all found first (a miss after 200 draws: (23/24)^200 = 2e-4).
+EXHAUSTED_AFTER = 200
 
 
 class Engine:
@@ -335,14 +342,16 @@ class Engine:
         self, parents: list[Candidate], rng: random.Random, report: GenerationReport, n: int
     ) -> list[Birth]:
         """Up to `n` new children bred from `parents` by the strategy (which `_offspring` has
-        shown them, `prepare`) and the meta-policy (none for a strategy that does not breed);
-        every refusal is reported."""
+        shown them, `prepare`) and the meta-policy (none for a strategy that does not breed):
+        at most 20 draws a child, and none after `EXHAUSTED_AFTER` draws in a row without a
+        new child; every refusal is reported."""
         births: list[Birth] = []
-        attempts = 0
+        attempts = fruitless = 0
         if not self.strategy.breeds:  # random search: `_offspring` samples every place
             return births
-        while len(births) < n and attempts < 20 * max(n, 1):
+        while len(births) < n and attempts < 20 * max(n, 1) and fruitless < EXHAUSTED_AFTER:
             attempts += 1
+            fruitless += 1
             (a,) = self.strategy.mates(parents, 1, rng)
             try:
                 if self.strategy.crossover and rng.random() < self.config.crossover_rate and len(parents) > 1:
@@ -366,6 +375,7 @@ class Engine:
             if reason is not None:
                 report.discarded.append(f"{child.op}: child {reason}")
                 continue
+            fruitless = 0
             births.append((child.genome, child.op, child.change, mates))
         return births
 

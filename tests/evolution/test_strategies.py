@@ -336,3 +336,35 @@ def test_a_resumed_local_search_runs_as_the_uninterrupted_one(tmp_path) -> None:
     assert restarts, "the run has no restart to resume at"
     # stop right before a restart: the resumed strategy must derive it from the population
     assert births(f"sqlite:///{tmp_path / 'b.db'}", restarts[0] - 1) == whole
+
+
+def test_breeding_stops_once_the_neighbourhood_is_used_up(nb_store) -> None:  # type: ignore[no-untyped-def]
+    """With the surrogate breeding 10 x the children around one incumbent, breeding stops
+    after EXHAUSTED_AFTER draws in a row without a new child instead of running to 20
+    draws a bred child (600 here)."""
+    from evolution.engine import EXHAUSTED_AFTER, Engine
+
+    draws: Counter[int] = Counter()  # mutation draws a generation
+    pending = [0]
+
+    def tally(kind: str, data: dict[str, Any]) -> None:
+        if kind == "generation":  # sent once a generation's children are bred
+            draws[data["generation"]], pending[0] = pending[0], 0
+
+    config = nb_config(strategy="local", surrogate=10, batch=3, generations=4)
+    engine = Engine(config, nb_store, nb_pool(), on_event=tally)
+    mutate = engine.space.mutate
+
+    def counted(genome, op, rng):  # type: ignore[no-untyped-def]
+        pending[0] += 1
+        return mutate(genome, op, rng)
+
+    engine.space.mutate = counted  # type: ignore[method-assign]
+    engine.run()
+    bred = {g: n for g, n in draws.items() if n}
+    assert bred, "no generation was bred"
+    # a NAS-Bench-201 cell has 24 neighbours, fewer than the 30 bred children (10 x 3): every
+    # bred generation used its neighbourhood up and stopped after the fruitless run
+    assert all(EXHAUSTED_AFTER < n < 20 * 30 for n in bred.values())
+    children = [b for b in nb_store.individuals(engine.run_id) if b.generation in bred and b.operator]
+    assert children  # the surrogate still had children to choose from
