@@ -273,6 +273,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from evolution.export import export_individual  # torch
     from evolution.report.summary import best_individual, resolve_individual
 
+    if args.format == "hf":
+        from evolution.export_hf import require_transformers
+
+        require_transformers()  # before the store is read
     store = open_store(args.store)
     run_id = store.resolve_run(args.run) if args.run else None
     record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
