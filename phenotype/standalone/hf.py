@@ -3,8 +3,9 @@
     config.json              DogmaConfig: `auto_map` to the two files below, `dogma` the config
                              tree (the standalone package's config.json), vocab/width/length
     configuration_dogma.py   the `PreTrainedConfig` (hf_template/, copied as it is)
-    modeling_dogma.py        `DogmaForCausalLM`: `PreTrainedModel` + `GenerationMixin`
-    dogma_modules.py         the flattened modules' list and the config-tree builder
+    modeling_dogma.py        `DogmaForCausalLM`: `PreTrainedModel` + `GenerationMixin`, with
+                             an import line per flat module (what transformers copies)
+    dogma_modules.py         the flattened modules' table and the config-tree builder
     dogma_*.py               the standalone package's modules, flattened (see below)
     model.safetensors        the weights, under `model.` (a shared region's once)
 
@@ -35,7 +36,6 @@ from phenotype import DogmaModel
 from phenotype.standalone.writer import PACKAGE, StandaloneError, write_package
 
 TEMPLATES = Path(__file__).with_name("hf_template")
-TEMPLATE_FILES = ("configuration_dogma.py", "modeling_dogma.py")
 PREFIX = "dogma_"
 AUTO_MAP = {
     "AutoConfig": "configuration_dogma.DogmaConfig",
@@ -146,27 +146,37 @@ def flatten(package: Path, out_dir: Path) -> list[str]:
     return flats
 
 
+MANIFEST_AFTER = "from .dogma_modules import build_config\n"  # the line of modeling_dogma.py
+
+
+def manifest(flats: list[str]) -> str:
+    """One `from .module import` line per flat module, for `modeling_dogma.py`: what
+    transformers follows to copy a remote-code model's files (some versions only the modeling
+    file's lines, not recursively; and the modules also import each other as modules, a form
+    it does not follow)."""
+    lines = [f"from .{f} import __name__ as _  # noqa: F401" for f in flats]
+    return (
+        "\n# Every module of the model, named in the form transformers follows to copy a remote-code\n"
+        "# model's files (the modules import one another as modules too, which it does not follow).\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
 def _modules_file(targets: list[str]) -> str:
-    """`dogma_modules.py`: one `from .module import` line per flat module (what transformers
-    follows to copy a remote-code model's files: the modules also import each other as
-    modules, which it does not follow) and `build_config`, the standalone loader's `_build`."""
-    imports = "\n".join(f"from .{flat_name(t)} import __name__ as _  # noqa: F401" for t in targets)
+    """`dogma_modules.py`: the flat modules' table and `build_config`, the standalone
+    loader's `_build`."""
     table = "\n".join(f"    {t!r}: {flat_name(t)!r}," for t in targets)
     return f'''"""The model's code: DOGMA's modules, flattened into this directory by `evolve export
 --format hf`, and `build_config`, which turns the config tree of config.json (`dogma.model`)
 into the model's config objects (`build_config(tree).build()` is the network).
-
-transformers copies a remote-code model's files by following `from .module import` lines;
-these modules also import one another as modules (`from . import dogma_x as x`), which it
-does not follow: hence one line per module below."""
+`modeling_dogma.py` names every module for transformers to copy."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
 from typing import Any
-
-{imports}
 
 MODULES = {{
 {table}
@@ -220,8 +230,11 @@ def write_hf(model: DogmaModel, genome: Genome, out_dir: str | Path) -> dict[str
         package = Path(tmp) / PACKAGE
         document = json.loads((package / "config.json").read_text())
         flats = flatten(package, out)
-    for name in TEMPLATE_FILES:
-        shutil.copyfile(TEMPLATES / name, out / name)
+    shutil.copyfile(TEMPLATES / "configuration_dogma.py", out / "configuration_dogma.py")
+    modeling = (TEMPLATES / "modeling_dogma.py").read_text()
+    if modeling.count(MANIFEST_AFTER) != 1:
+        raise StandaloneError(f"hf_template/modeling_dogma.py lacks the line {MANIFEST_AFTER.strip()!r}")
+    (out / "modeling_dogma.py").write_text(modeling.replace(MANIFEST_AFTER, MANIFEST_AFTER + manifest(flats)))
     tensors, aliases = hf_weights(model)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     cfg = model.cfg

@@ -2,8 +2,8 @@
 
 Written by `evolve export --format hf`; loaded with
 `AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True)`. The network is DOGMA's
-own code, flattened into the `dogma_*.py` modules beside this file (`dogma_modules.py` lists
-them); it needs torch, safetensors and transformers only.
+own code, flattened into the `dogma_*.py` modules beside this file (the export names each
+below the imports); it needs torch, safetensors and transformers only.
 
 - `forward(input_ids, labels=None)`: logits (B, T, V); `labels` gives transformers' shifted
   next-token cross-entropy (-100 ignored), plus the MoE balancing loss in training mode.
