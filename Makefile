@@ -37,7 +37,7 @@ $(BIN)/evolve: pyproject.toml
 	    $(BIN)/pip install -q torch; \
 	  fi; \
 	fi
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q -e '.[test,bench,hf]'
 	touch $@
 
 setup: $(BIN)/evolve

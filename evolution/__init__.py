@@ -8,7 +8,8 @@
     OBJECTIVES                                  what a run selects on, read from the metrics
     OperatorPolicy                              meta-policy memory: operator credit, bandit
     InProcessPool / TableEvaluator              pools without Ray (evaluation.table)
-    export_individual(store, record, out_dir)   a standalone model directory
+    export_individual(store, record, out_dir, fmt="standalone"|"hf")   a standalone model
+                                                directory, or a transformers one
 
 The `evolve` command lives in `evolution.cli.main`. Names are imported on first use (PEP 562)
 so that `evolve genome validate` answers without loading torch.

@@ -1,4 +1,5 @@
-"""Export a trained phenotype as a standalone model directory.
+"""Export a trained phenotype as a standalone model directory (`--format standalone`, the
+default) or as a Hugging Face directory (`--format hf`, `evolution.export_hf`).
 
     model.pt2             torch.export program: token ids (B, T) int64 -> logits (B, T, V)
     model.safetensors     the trained weights (shared tensors stored once)
@@ -10,7 +11,8 @@
 
 Loading needs torch alone: `torch.export.load("model.pt2").module()(ids)`; the package
 needs torch and safetensors, and is checked to reproduce the phenotype's logits on the
-example before the directory is put in place. The weights come
+example before the directory is put in place. Both formats write `genome.yaml`,
+`example.safetensors` and a model card with the same provenance. The weights come
 from the store's artifact when the run kept one, else the individual is re-trained from its
 stored genome, seed and fidelity (a replay: deterministic on CPU).
 The directory is written under a temporary name and renamed into place, so a failed export
@@ -84,10 +86,19 @@ def _export_program(model: DogmaModel, example: torch.Tensor) -> torch.export.Ex
         return torch.export.export(model, (example,))
 
 
+FORMATS = ("standalone", "hf")
+
+
 def export_individual(
-    store: Store, record: IndividualRecord, out_dir: str, progress: Any = None
+    store: Store, record: IndividualRecord, out_dir: str, progress: Any = None, fmt: str = "standalone"
 ) -> dict[str, Any]:
-    """Write the export directory for `record`; return what was written."""
+    """Write the export directory for `record` in format `fmt`; return what was written."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}: one of {', '.join(FORMATS)}")
+    if fmt == "hf":
+        from evolution.export_hf import require_transformers
+
+        require_transformers()  # before any work: a replay can take minutes
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out_dir} exists and is not an empty directory")
@@ -111,19 +122,17 @@ def export_individual(
         example, _ = task.batch(gen, 2)
         with torch.no_grad():
             expected = model(example)
-        program = _export_program(model, example)
-        dynamic = bool(program.range_constraints)
-        torch.export.save(program, str(tmp / "model.pt2"))
-        save_model(model, str(tmp / "model.safetensors"))
         save_file(
             {"input": example.contiguous(), "output": expected.contiguous()}, str(tmp / "example.safetensors")
         )
         (tmp / "genome.yaml").write_text(genome.to_yaml())
-        package = write_package(model, genome, tmp)
-        check_package(package["package"], example, expected)
-        (tmp / "README.md").write_text(
-            _model_card(store, record, genome, source, dynamic, task, tuple(example.shape))
-        )
+        provenance = model_provenance(store, record, genome, source, task)
+        if fmt == "hf":
+            from evolution.export_hf import write_hf_export
+
+            written = write_hf_export(model, genome, tmp, example, expected, provenance)
+        else:
+            written = _write_standalone(model, genome, tmp, example, expected, provenance)
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
@@ -134,22 +143,35 @@ def export_individual(
         "id": record.id,
         "genome_id": record.genome_id,
         "directory": str(out),
+        "format": fmt,
         "weights_from": source,
-        "dynamic_shapes": dynamic,
-        "package_kinds": package["kinds"],
+        **written,
         "files": sorted(p.name for p in out.iterdir()),
     }
 
 
-def _model_card(
-    store: Store,
-    record: IndividualRecord,
+def _write_standalone(
+    model: DogmaModel,
     genome: Genome,
-    source: str,
-    dynamic: bool,
-    task: Any,
-    example_shape: tuple[int, ...],
-) -> str:
+    tmp: Path,
+    example: torch.Tensor,
+    expected: torch.Tensor,
+    provenance: str,
+) -> dict[str, Any]:
+    """model.pt2, model.safetensors, dogma_model/ (checked) and the card."""
+    program = _export_program(model, example)
+    dynamic = bool(program.range_constraints)
+    torch.export.save(program, str(tmp / "model.pt2"))
+    save_model(model, str(tmp / "model.safetensors"))
+    package = write_package(model, genome, tmp)
+    check_package(package["package"], example, expected)
+    (tmp / "README.md").write_text(provenance + _standalone_loading(genome, dynamic, tuple(example.shape)))
+    return {"dynamic_shapes": dynamic, "package_kinds": package["kinds"]}
+
+
+def model_provenance(store: Store, record: IndividualRecord, genome: Genome, source: str, task: Any) -> str:
+    """The model card's provenance, the same in every format: the individual and its run,
+    the genome, its metrics and accounting, its lineage."""
     acct = account(genome, task.seq_len)
     metrics = record.metrics or {}
     ancestry = store.ancestry(record.id)
@@ -158,7 +180,6 @@ def _model_card(
     for s in ancestry:
         if s.operator:
             ops[s.operator] = ops.get(s.operator, 0) + 1
-    shapes = "dynamic batch and length" if dynamic else f"fixed shape {example_shape}"
     return f"""# DOGMA phenotype {record.genome_id[:12]}
 
 Individual {record.id} of run `{record.run_id}` (generation {record.generation}), exported by
@@ -185,7 +206,13 @@ DOGMA evolve. Weights: {source}.
 {len(ancestry) - 1} ancestors back to {len(seeds)} seed(s); operators on the way:
 {", ".join(f"{k} x{v}" for k, v in sorted(ops.items())) or "none (a seed)"}.
 `evolve audit {record.id}` shows every step with its change.
+"""
 
+
+def _standalone_loading(genome: Genome, dynamic: bool, example_shape: tuple[int, ...]) -> str:
+    """The standalone card's loading sections."""
+    shapes = "dynamic batch and length" if dynamic else f"fixed shape {example_shape}"
+    return f"""
 ## Loading (torch alone)
 
 ```python

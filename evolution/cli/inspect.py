@@ -273,10 +273,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     from evolution.export import export_individual  # torch
     from evolution.report.summary import best_individual, resolve_individual
 
+    if args.format == "hf":
+        from evolution.export_hf import require_transformers
+
+        require_transformers()  # before the store is read
     store = open_store(args.store)
     run_id = store.resolve_run(args.run) if args.run else None
     record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
-    info = export_individual(store, record, args.output, progress=err())
+    info = export_individual(store, record, args.output, progress=err(), fmt=args.format)
     if args.json:
         emit_json(info)
     else:
@@ -318,4 +322,11 @@ def add_inspect_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     which.add_argument("--best", action="store_true", help="the run's best individual")
     which.add_argument("--id", help="individual id or genome-id prefix")
     export.add_argument("-o", "--output", required=True, help="output directory")
+    export.add_argument(
+        "--format",
+        choices=("standalone", "hf"),
+        default="standalone",
+        help="standalone: torch.export program and a torch-only package (default); "
+        "hf: a transformers directory (trust_remote_code), needs the hf extra",
+    )
     export.set_defaults(func=cmd_export)
