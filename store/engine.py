@@ -15,6 +15,11 @@ PostgreSQL (``postgresql+psycopg://...``) and other servers get one connection p
 run at the server's default READ COMMITTED (a run's generation commit locks its ``runs``
 row, genomes shared by runs are inserted with ON CONFLICT DO NOTHING), reads run as
 READ ONLY, REPEATABLE READ transactions so a reader sees one snapshot, as on SQLite.
+
+``readonly=True`` (the commands that only read) opens engines that cannot write: a SQLite
+file through a ``mode=ro`` URI (never created, never switched to WAL: SQLite itself refuses
+any write), a PostgreSQL database with READ ONLY transactions only. Both engines of the
+pair are then that one engine.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -40,6 +46,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 class Engines:
     write: Engine
     read: Engine  # a second engine (SQLite file) or the write engine with read options
+    readonly: bool = False  # opened by a reader: ``write`` is ``read`` and cannot write
 
     def dispose(self) -> None:
         self.write.dispose()
@@ -132,9 +139,13 @@ def _sqlite_listeners(
         connection.exec_driver_sql(begin)
 
 
-def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create: bool = True) -> Engines:
+def open_engines(
+    url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create: bool = True, readonly: bool = False
+) -> Engines:
     """Engines for ``url``; SQLite files are checked first and never overwritten. With
-    ``create=False`` a SQLite file that does not exist (or is empty) is refused, not made."""
+    ``create=False`` a SQLite file that does not exist (or is empty) is refused, not made;
+    ``readonly`` implies it and opens engines that cannot write (module docstring)."""
+    create = create and not readonly
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         engine = create_engine(parsed, pool_pre_ping=True)
@@ -143,8 +154,10 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create
             read: Engine = engine.execution_options(
                 isolation_level="REPEATABLE READ", postgresql_readonly=True
             )
+            if readonly:
+                return Engines(write=read, read=read, readonly=True)
             return Engines(write=engine, read=read)
-        return Engines(write=engine, read=engine)
+        return Engines(write=engine, read=engine, readonly=readonly)
 
     path = sqlite_file(parsed)
     # pysqlite's `timeout` is SQLite's busy timeout: wait for a lock instead of failing.
@@ -156,13 +169,21 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create
             poolclass=StaticPool,
             connect_args={**connect_args, "check_same_thread": False},
         )
-        _sqlite_listeners(engine, begin="BEGIN IMMEDIATE", query_only=False, wal=False)
-        return Engines(write=engine, read=engine)
+        begin = "BEGIN" if readonly else "BEGIN IMMEDIATE"
+        _sqlite_listeners(engine, begin=begin, query_only=readonly, wal=False)
+        return Engines(write=engine, read=engine, readonly=readonly)
 
     check_sqlite_file(path)
     if not create and (not path.is_file() or path.stat().st_size == 0):
         state = "is empty" if path.is_file() else "does not exist"
         raise StoreError(f"no store at {path}: the file {state}; nothing was created")
+    if readonly:
+        # mode=ro: SQLite opens the file read-only whatever its journal mode; a reader of a
+        # WAL file may still make the -wal and -shm files beside it, never the file itself.
+        uri = f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
+        engine = create_engine(uri, connect_args=connect_args)
+        _sqlite_listeners(engine, begin="BEGIN", query_only=True, wal=False)
+        return Engines(write=engine, read=engine, readonly=True)
     if not path.parent.is_dir():
         raise StoreError(f"cannot create {path}: folder {path.parent} does not exist")
     write = create_engine(parsed, connect_args=connect_args)
