@@ -1,13 +1,14 @@
 """A reader process for `test_readers.py`: it polls a store through the `evolve` commands
 that only read, one call every half second, until a stop file appears, and writes one JSON
-line per call (the command, its exit code, the first line of its stderr or of a crash).
+line per call (the command, its exit code, the first line of its stderr or of a crash, the
+CPU seconds it took).
 
 ``python -m tests.store.readers URL LOG STOP FOLDER [--light]``: each call runs the command's
 handler in this process (`evolution.cli.main.main`), so a call costs what the command costs,
 not an interpreter's start. Until ``evolve runs --json`` lists a run the calls are only
 ``waiting`` (no store yet is a legitimate answer); from then on every call is ``polling``
 and is judged by the test. The commands that name an individual (#1, the first birth) join
-once the run has committed generation 0. ``--light``: `runs` and `report` only.
+once the run has committed generation 0. ``--light``: `runs` and `check` only.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ POLL_S = 0.5
 
 def cycle(folder: Path, light: bool, committed: bool) -> list[list[str]]:
     """The commands of one round, in order."""
-    commands = [["runs", "--json"], ["report", "--json"]]
-    if light:
-        return commands
-    commands += [["report"], ["report", "--html", str(folder / "report.html")], ["check", "--json"]]
+    if light:  # neither imports torch: a second reader at the cost of its queries alone
+        return [["runs", "--json"], ["check", "--json"]]
+    html = ["report", "--html", str(folder / "report.html")]
+    commands = [["runs", "--json"], ["report", "--json"], ["report"], html, ["check", "--json"]]
     if committed:
         commands += [["audit", "1", "--json"], ["lineage", "1"], ["blame", "1"], ["diff", "1", "2"]]
     return commands
@@ -55,12 +56,14 @@ def poll(url: str, log: Path, stop: Path, folder: Path, light: bool) -> None:
     with log.open("w") as sink:
         while not stop.exists():
             for argv in cycle(folder, light, committed):
+                started = time.process_time()
                 code, out, first = call(argv, url)
+                cpu = round(time.process_time() - started, 3)
                 if argv[0] == "runs" and code == 0 and (runs := json.loads(out)):
                     phase, status = "polling", runs[0]["status"]
                     committed = runs[0]["generations"] >= 1
                 record = {"argv": argv, "code": code, "error": first, "phase": phase, "run": status}
-                sink.write(json.dumps(record) + "\n")
+                sink.write(json.dumps({**record, "cpu": cpu}) + "\n")
                 sink.flush()
                 time.sleep(POLL_S)
                 if stop.exists():
