@@ -70,14 +70,28 @@ def check_sqlite_file(path: Path) -> None:
     SQLite itself would report junk as "file is not a database" on first use, but a
     database truncated at a page boundary can look valid until a missing page is read, so
     the header's page size and page count are checked against the file size here.
+
+    The file is read without a lock, beside writers: a checkpoint copies the WAL's pages
+    into the file header first, so for a moment the header counts pages the file does not
+    hold yet. A short file is therefore only refused when no write is in flight beside it
+    (an empty or missing ``-wal`` and ``-journal``) and it is still short when read again.
     """
     if not path.exists():
         return
     if not path.is_file():
         raise StoreError(f"{path} is not a file")
-    size = path.stat().st_size
-    if size == 0:
+    if path.stat().st_size == 0:
         return  # an empty file is a new database to SQLite (what `touch` or mkstemp leave)
+    short = _truncation(path)
+    if short is not None and not _write_in_flight(path):
+        short = _truncation(path)  # a checkpoint that ended between the reads left it whole
+    if short is not None and not _write_in_flight(path):
+        raise StoreError(short)
+
+
+def _truncation(path: Path) -> str | None:
+    """Why the file is not a whole SQLite database, read from its size and header, or None."""
+    size = path.stat().st_size
     with path.open("rb") as handle:
         header = handle.read(100)
     if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
@@ -87,17 +101,30 @@ def check_sqlite_file(path: Path) -> None:
     if page_size < 512 or page_size & (page_size - 1):
         raise StoreError(f"{path} is not a SQLite database (page size {page_size})")
     if size % page_size:
-        raise StoreError(
+        return (
             f"{path} is truncated or damaged: {size} bytes is not a whole number of "
             f"{page_size}-byte pages; refusing to use it"
         )
     page_count = int.from_bytes(header[28:32], "big")
     count_valid = page_count > 0 and header[24:28] == header[92:96]
     if count_valid and size < page_count * page_size:
-        raise StoreError(
+        return (
             f"{path} is truncated: {size} bytes but its header counts {page_count} pages "
             f"of {page_size} bytes; refusing to use it"
         )
+    return None
+
+
+def _write_in_flight(path: Path) -> bool:
+    """Whether a WAL or a rollback journal beside ``path`` holds pages not yet in the file."""
+    for suffix in ("-wal", "-journal"):
+        beside = path.with_name(path.name + suffix)
+        try:
+            if beside.stat().st_size > 0:
+                return True
+        except FileNotFoundError:
+            continue
+    return False
 
 
 def _switch_to_wal(cursor: Any, busy_timeout: float) -> None:

@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,15 @@ import pytest
 
 from evolution.cli.main import main
 from evolution.replay import compared
-from store import Store, StoreError
+from store import IndividualIn, Store, StoreError, by_slot
 from store.migrations.__main__ import main as migrations_main
 from store.testing import postgres_or_skip, scratch_database
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_0_1.db"
 ROOT = Path(__file__).parents[2]
 #: the reader commands refused on an older store (each needs the store's tables to answer)
+#: generations the writer commits beside the readers of the checkpoint test
+GENERATIONS = 60
 READERS = [["runs"], ["runs", "--json"], ["report"], ["report", "--html", "{folder}/r.html"], ["audit", "1"]]
 
 
@@ -136,6 +139,47 @@ def test_a_reader_creates_nothing(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         Store(f"sqlite:///{missing}", readonly=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_readers_open_a_sqlite_store_while_checkpoints_run(db_path: Path, helpers: Any) -> None:
+    """A checkpoint copies the WAL into the file header first: a reader that opened the file
+    then read a header counting pages the file did not hold yet and refused the store as
+    truncated (98% of the opens of a reader beside a busy writer, measured). Here a writer
+    commits generations and checkpoints after each, as a long run does every 1,000 pages,
+    while this thread opens the store read-only and reads it, again and again."""
+    url = f"sqlite:///{db_path}"
+    with Store(url) as store:
+        run = store.create_run({}, 1, "mqar")
+    failures: list[str] = []
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            with Store(url) as store, sqlite3.connect(db_path) as raw:
+                for g in range(GENERATIONS):
+                    genomes = [helpers.make_genome(f"{g}-{k}-{'x' * 2000}") for k in range(8)]
+                    births = [IndividualIn(k, genome.id, k) for k, genome in enumerate(genomes)]
+                    members = [by_slot(k) for k in range(8)]
+                    store.commit_generation(run, g, genomes=genomes, individuals=births, members=members)
+                    raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            failures.append(f"writer: {exc}")
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    opened = 0
+    while not done.is_set():
+        try:
+            with Store(url, readonly=True) as reader:
+                assert reader.get_run(run) is not None
+                assert len(reader.population(run)) in (0, 8)  # none before generation 0
+            opened += 1
+        except StoreError as exc:
+            failures.append(str(exc))
+    writer.join()
+    assert failures == [] and opened > 0, (opened, failures[:3])
 
 
 # -- readers polling a real run ---------------------------------------------------------------
