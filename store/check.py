@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from sqlalchemy import Table, func, inspect, select
+from sqlalchemy import Table, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.schema import UniqueConstraint
 
@@ -108,7 +108,9 @@ def schema_finding(url: str) -> Finding:
         message = str(exc) if isinstance(exc, StoreError) else transactions.one_line(exc)
         raise StoreError(f"cannot open {describe(url)}: {message}") from exc
     try:
-        stored, has_runs = transactions.read(engines.read, _revision_and_runs, "reading the schema revision")
+        stored, has_runs = transactions.read(
+            engines.read, schema.revision_and_runs, "reading the schema revision"
+        )
     except StoreError as exc:
         raise StoreError(f"cannot open {describe(url)}: {exc}") from exc
     finally:
@@ -116,10 +118,6 @@ def schema_finding(url: str) -> Finding:
     if not stored and not has_runs:
         raise StoreError(f"cannot open {describe(url)}: it holds no evolve store (no runs table)")
     return head_finding(stored, url)
-
-
-def _revision_and_runs(session: Session) -> tuple[tuple[str, ...], bool]:
-    return schema.stored_revisions(session.connection()), inspect(session.connection()).has_table("runs")
 
 
 def head_finding(stored: tuple[str, ...], url: str) -> Finding:

@@ -55,10 +55,10 @@ def require_head(engines: Engines, url: str) -> None:
     """Refuse, untouched, a store a reader cannot read: one without the store's tables, one
     at a revision newer than this program's, or one at an older revision (the message names
     :func:`upgrade_command`). Reads only, through ``engines.read``."""
-    stored = transactions.read(engines.read, _stored_revisions, "reading the schema revision")
+    stored, has_runs = transactions.read(engines.read, revision_and_runs, "reading the schema revision")
     if _at_head(stored):
         return
-    if not stored and not transactions.read(engines.read, _has_runs, "reading the tables"):
+    if not stored and not has_runs:
         raise StoreError("it holds no evolve store (no runs table); nothing was created")
     import store.migrations as migrations
 
@@ -81,6 +81,14 @@ def stored_revisions(connection: Connection) -> tuple[str, ...]:
     from alembic.runtime.migration import MigrationContext
 
     return tuple(MigrationContext.configure(connection).get_current_heads())
+
+
+def revision_and_runs(session: Session) -> tuple[tuple[str, ...], bool]:
+    """The stored revisions and whether the ``runs`` table exists, read in one snapshot: a
+    store being created beside the reader is then either absent or whole, never a runs
+    table without its revision (a store of release 0.1)."""
+    connection = session.connection()
+    return stored_revisions(connection), inspect(connection).has_table("runs")
 
 
 def _stored_revisions(session: Session) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ handler in this process (`evolution.cli.main.main`), so a call costs what the co
 not an interpreter's start. Until ``evolve runs --json`` lists a run the calls are only
 ``waiting`` (no store yet is a legitimate answer); from then on every call is ``polling``
 and is judged by the test. The commands that name an individual (#1, the first birth) join
-once the run has committed generation 0. ``--light``: `runs` and `check` only.
+once the run has committed generation 0. ``--light``: `runs` only.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ POLL_S = 0.5
 
 def cycle(folder: Path, light: bool, committed: bool) -> list[list[str]]:
     """The commands of one round, in order."""
-    if light:  # neither imports torch: a second reader at the cost of its queries alone
-        return [["runs", "--json"], ["check", "--json"]]
-    html = ["report", "--html", str(folder / "report.html")]
-    commands = [["runs", "--json"], ["report", "--json"], ["report"], html, ["check", "--json"]]
-    if committed:
+    commands = [["runs", "--json"]]
+    if light:  # no torch: a second reader at the cost of its queries alone
+        return commands
+    if committed:  # first in the round: they can only start once generation 0 is stored
         commands += [["audit", "1", "--json"], ["lineage", "1"], ["blame", "1"], ["diff", "1", "2"]]
-    return commands
+    html = ["report", "--html", str(folder / "report.html")]
+    return commands + [["report", "--json"], ["report"], html, ["check", "--json"]]
 
 
 def call(argv: list[str], url: str) -> tuple[Any, str, str]:

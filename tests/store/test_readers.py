@@ -267,6 +267,8 @@ def test_readers_polling_a_run_never_fail_and_change_nothing(
     _summary(calls)
     failed = [c for c in judged if c["code"] != 0]
     assert not failed, failed[:5]
+    # before the run existed the store was missing or being created: never an older one
+    assert not [c for c in calls if "older than this program" in c["error"]]
     for _, proc in readers:
         assert proc.returncode == 0, proc.stderr
     # the readers read while the run wrote: every command answered a running run
