@@ -184,7 +184,7 @@ def test_readers_open_a_sqlite_store_while_checkpoints_run(db_path: Path, helper
 
 # -- readers polling a real run ---------------------------------------------------------------
 
-RUN = ["--population", "4", "--generations", "4", "--steps", "5", "--min-steps", "0", "--workers", "1"]
+RUN = ["--population", "4", "--generations", "3", "--steps", "5", "--min-steps", "0", "--workers", "1"]
 RUN += ["--task", "mqar", "--seed", "5", "--quiet", "--json"]
 
 
