@@ -66,7 +66,7 @@ def require_head(engines: Engines, url: str) -> None:
     raise StoreError(
         f"its schema is at {revision}, older than this program's {', '.join(sorted(migrations.heads()))}, "
         f"and a command that only reads never upgrades it; upgrade it with {upgrade_command(url)} "
-        "(or run a command that writes to it, such as evolve run --resume)"
+        "(or run a command that writes to it, such as evolve run --resume RUN)"
     )
 
 
