@@ -2,14 +2,15 @@
 
 :func:`check_store` runs every check over an open :class:`~store.store.Store`, each in a
 read transaction of its own; nothing is written unless ``release_stale`` asks for it.
-:func:`check_url` opens the store at a URL for that without creating or migrating it: its
-schema revision is read first, and a store that is not at the head is reported as it is.
+:func:`check_url` opens the store at a URL for that read-only (``Store(url, readonly=True)``):
+its schema revision is read first, and a store that is not at the head is reported as it is.
 
 The checks (``count`` is how many offending things were found, or fixed):
 
 * **schema head**: the store's Alembic revision is the newest migration of this program
-  (``store/migrations/versions``). A store at an older revision is upgraded by any command
-  that opens it; one at an unknown revision was written by a newer program.
+  (``store/migrations/versions``). A store at an older revision is upgraded by
+  ``python -m store.migrations --url URL upgrade head`` or by a command that writes to it (the
+  commands that only read refuse it); one at an unknown revision was written by a newer program.
 * **lineage**: every ``lineage`` edge links two individuals that exist, of the same run, the
   child of a later generation than its parent; no individual is its own ancestor.
 * **natural keys**: no two rows share a key the schema declares unique (on a store whose
@@ -38,10 +39,8 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from urllib.parse import quote
 
-from sqlalchemy import Table, create_engine, func, inspect, select
-from sqlalchemy.engine import make_url
+from sqlalchemy import Table, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.schema import UniqueConstraint
 
@@ -51,7 +50,7 @@ import store.liveness as liveness
 import store.migrations as migrations
 import store.schema as schema
 import store.transactions as transactions
-from store.engine import Engines, check_sqlite_file, describe, open_engines, sqlite_file
+from store.engine import describe, open_engines
 from store.keys import fidelity_key
 from store.models import Artifact, Base, Evaluation, Genome, Individual, Lease, Lineage, Run, utcnow
 from store.records import StoreError
@@ -97,58 +96,45 @@ def check_url(url: str, release_stale: bool = False) -> list[Finding]:
     head = schema_finding(url)
     if head.status != OK:
         return [head]
-    with Store(url, create=False) as store:
+    with Store(url, create=False, readonly=not release_stale) as store:
         return check_store(store, release_stale)
 
 
 def schema_finding(url: str) -> Finding:
     """The schema check of the store at ``url``, read without opening it as a Store."""
     try:
-        engines = _reader(url)
+        engines = open_engines(url, readonly=True)
     except Exception as exc:  # SQLAlchemyError, or ImportError for a missing driver
         message = str(exc) if isinstance(exc, StoreError) else transactions.one_line(exc)
         raise StoreError(f"cannot open {describe(url)}: {message}") from exc
     try:
-        stored, has_runs = transactions.read(engines.read, _revision_and_runs, "reading the schema revision")
+        stored, has_runs = transactions.read(
+            engines.read, schema.revision_and_runs, "reading the schema revision"
+        )
     except StoreError as exc:
         raise StoreError(f"cannot open {describe(url)}: {exc}") from exc
     finally:
         engines.dispose()
     if not stored and not has_runs:
         raise StoreError(f"cannot open {describe(url)}: it holds no evolve store (no runs table)")
-    return head_finding(stored)
+    return head_finding(stored, url)
 
 
-def _reader(url: str) -> Engines:
-    """Engines that read ``url`` without writing: a SQLite file is opened read-only (not
-    switched to WAL as a Store opens it, nothing created); other URLs as a Store does."""
-    path = sqlite_file(make_url(url))
-    if path is None:
-        return open_engines(url, create=False)
-    check_sqlite_file(path)
-    if not path.is_file() or path.stat().st_size == 0:
-        raise StoreError(f"no store at {path}: the file {'is empty' if path.is_file() else 'does not exist'}")
-    engine = create_engine(f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true")
-    return Engines(write=engine, read=engine)
-
-
-def _revision_and_runs(session: Session) -> tuple[tuple[str, ...], bool]:
-    return schema.stored_revisions(session.connection()), inspect(session.connection()).has_table("runs")
-
-
-def head_finding(stored: tuple[str, ...]) -> Finding:
-    """Whether the stored revisions are this program's head."""
+def head_finding(stored: tuple[str, ...], url: str) -> Finding:
+    """Whether the stored revisions are this program's head (``url``: the store's, for the
+    command that upgrades it)."""
     heads = sorted(migrations.heads())
     head = ", ".join(heads)
     if set(stored) == set(heads):
         return Finding("schema head", OK, 0, f"at revision {head}, the newest")
     unknown = [revision for revision in stored if not migrations.known(revision)]
+    upgrade = schema.upgrade_command(url)
     if unknown:
         detail = f"revision {unknown[0]} is newer than this program's {head}: upgrade dogma-evolve"
     elif not stored:
-        detail = f"no Alembic revision (a store of release 0.1); the newest is {head}"
+        detail = f"no Alembic revision (a store of release 0.1), the newest is {head}: {upgrade} upgrades it"
     else:
-        detail = f"at revision {', '.join(stored)}, the newest is {head}: a command that opens it upgrades it"
+        detail = f"at revision {', '.join(stored)}, the newest is {head}: {upgrade} upgrades it"
     return Finding("schema head", PROBLEM, 1, detail + "; the other checks need the newest schema", stored)
 
 
@@ -158,8 +144,12 @@ def head_finding(stored: tuple[str, ...]) -> Finding:
 def check_store(store: Store, release_stale: bool = False) -> list[Finding]:
     """Every check (module docstring) over ``store``, in order; with ``release_stale`` the
     stale leases and runs of dead drivers are released first and reported ``fixed``."""
+
+    def schema_head(session: Session) -> Finding:
+        return head_finding(schema.stored_revisions(session.connection()), store.url)
+
     findings = [
-        store._read(lambda s: head_finding(schema.stored_revisions(s.connection())), "check schema"),
+        store._read(schema_head, "check schema"),
         store._read(lineage_finding, "check lineage"),
         store._read(natural_keys_finding, "check natural keys"),
     ]

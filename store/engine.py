@@ -15,6 +15,11 @@ PostgreSQL (``postgresql+psycopg://...``) and other servers get one connection p
 run at the server's default READ COMMITTED (a run's generation commit locks its ``runs``
 row, genomes shared by runs are inserted with ON CONFLICT DO NOTHING), reads run as
 READ ONLY, REPEATABLE READ transactions so a reader sees one snapshot, as on SQLite.
+
+``readonly=True`` (the commands that only read) opens engines that cannot write: a SQLite
+file through a ``mode=ro`` URI (never created, never switched to WAL: SQLite itself refuses
+any write), a PostgreSQL database with READ ONLY transactions only. Both engines of the
+pair are then that one engine.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -40,6 +46,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 class Engines:
     write: Engine
     read: Engine  # a second engine (SQLite file) or the write engine with read options
+    readonly: bool = False  # opened by a reader: ``write`` is ``read`` and cannot write
 
     def dispose(self) -> None:
         self.write.dispose()
@@ -63,14 +70,28 @@ def check_sqlite_file(path: Path) -> None:
     SQLite itself would report junk as "file is not a database" on first use, but a
     database truncated at a page boundary can look valid until a missing page is read, so
     the header's page size and page count are checked against the file size here.
+
+    The file is read without a lock, beside writers: a checkpoint copies the WAL's pages
+    into the file header first, so for a moment the header counts pages the file does not
+    hold yet. A short file is therefore only refused when no write is in flight beside it
+    (an empty or missing ``-wal`` and ``-journal``) and it is still short when read again.
     """
     if not path.exists():
         return
     if not path.is_file():
         raise StoreError(f"{path} is not a file")
-    size = path.stat().st_size
-    if size == 0:
+    if path.stat().st_size == 0:
         return  # an empty file is a new database to SQLite (what `touch` or mkstemp leave)
+    short = _truncation(path)
+    if short is not None and not _write_in_flight(path):
+        short = _truncation(path)  # a checkpoint that ended between the reads left it whole
+    if short is not None and not _write_in_flight(path):
+        raise StoreError(short)
+
+
+def _truncation(path: Path) -> str | None:
+    """Why the file is not a whole SQLite database, read from its size and header, or None."""
+    size = path.stat().st_size
     with path.open("rb") as handle:
         header = handle.read(100)
     if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
@@ -80,17 +101,30 @@ def check_sqlite_file(path: Path) -> None:
     if page_size < 512 or page_size & (page_size - 1):
         raise StoreError(f"{path} is not a SQLite database (page size {page_size})")
     if size % page_size:
-        raise StoreError(
+        return (
             f"{path} is truncated or damaged: {size} bytes is not a whole number of "
             f"{page_size}-byte pages; refusing to use it"
         )
     page_count = int.from_bytes(header[28:32], "big")
     count_valid = page_count > 0 and header[24:28] == header[92:96]
     if count_valid and size < page_count * page_size:
-        raise StoreError(
+        return (
             f"{path} is truncated: {size} bytes but its header counts {page_count} pages "
             f"of {page_size} bytes; refusing to use it"
         )
+    return None
+
+
+def _write_in_flight(path: Path) -> bool:
+    """Whether a WAL or a rollback journal beside ``path`` holds pages not yet in the file."""
+    for suffix in ("-wal", "-journal"):
+        beside = path.with_name(path.name + suffix)
+        try:
+            if beside.stat().st_size > 0:
+                return True
+        except FileNotFoundError:
+            continue
+    return False
 
 
 def _switch_to_wal(cursor: Any, busy_timeout: float) -> None:
@@ -132,9 +166,13 @@ def _sqlite_listeners(
         connection.exec_driver_sql(begin)
 
 
-def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create: bool = True) -> Engines:
+def open_engines(
+    url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create: bool = True, readonly: bool = False
+) -> Engines:
     """Engines for ``url``; SQLite files are checked first and never overwritten. With
-    ``create=False`` a SQLite file that does not exist (or is empty) is refused, not made."""
+    ``create=False`` a SQLite file that does not exist (or is empty) is refused, not made;
+    ``readonly`` implies it and opens engines that cannot write (module docstring)."""
+    create = create and not readonly
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         engine = create_engine(parsed, pool_pre_ping=True)
@@ -143,8 +181,10 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create
             read: Engine = engine.execution_options(
                 isolation_level="REPEATABLE READ", postgresql_readonly=True
             )
+            if readonly:
+                return Engines(write=read, read=read, readonly=True)
             return Engines(write=engine, read=read)
-        return Engines(write=engine, read=engine)
+        return Engines(write=engine, read=engine, readonly=readonly)
 
     path = sqlite_file(parsed)
     # pysqlite's `timeout` is SQLite's busy timeout: wait for a lock instead of failing.
@@ -156,13 +196,21 @@ def open_engines(url: str, busy_timeout: float = BUSY_TIMEOUT_SECONDS, *, create
             poolclass=StaticPool,
             connect_args={**connect_args, "check_same_thread": False},
         )
-        _sqlite_listeners(engine, begin="BEGIN IMMEDIATE", query_only=False, wal=False)
-        return Engines(write=engine, read=engine)
+        begin = "BEGIN" if readonly else "BEGIN IMMEDIATE"
+        _sqlite_listeners(engine, begin=begin, query_only=readonly, wal=False)
+        return Engines(write=engine, read=engine, readonly=readonly)
 
     check_sqlite_file(path)
     if not create and (not path.is_file() or path.stat().st_size == 0):
         state = "is empty" if path.is_file() else "does not exist"
         raise StoreError(f"no store at {path}: the file {state}; nothing was created")
+    if readonly:
+        # mode=ro: SQLite opens the file read-only whatever its journal mode; a reader of a
+        # WAL file may still make the -wal and -shm files beside it, never the file itself.
+        uri = f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
+        engine = create_engine(uri, connect_args=connect_args)
+        _sqlite_listeners(engine, begin="BEGIN", query_only=True, wal=False)
+        return Engines(write=engine, read=engine, readonly=True)
     if not path.parent.is_dir():
         raise StoreError(f"cannot create {path}: folder {path.parent} does not exist")
     write = create_engine(parsed, connect_args=connect_args)

@@ -10,6 +10,11 @@ finds it at head and changes nothing.
 
 A store at a revision this program does not know was written by a newer program: it is
 refused and left untouched.
+
+A reader (:func:`require_head`, for a store opened read-only) never upgrades: a store at an
+older revision is refused, untouched, with the command that upgrades it
+(:func:`upgrade_command`). The ORM models map the head's columns, so reading an older schema
+as it is would fail on the first column it lacks.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 import store.transactions as transactions
-from store.engine import Engines
+from store.engine import Engines, describe
 from store.records import StoreError
 
 # Alembic is imported when a store is opened, not with the package: `import store` stays as
@@ -46,11 +51,44 @@ def upgrade_to_head(engines: Engines, *, create: bool = True) -> None:
     transactions.retrying(lambda: _upgrade(engines.write), "creating or upgrading tables")
 
 
+def require_head(engines: Engines, url: str) -> None:
+    """Refuse, untouched, a store a reader cannot read: one without the store's tables, one
+    at a revision newer than this program's, or one at an older revision (the message names
+    :func:`upgrade_command`). Reads only, through ``engines.read``."""
+    stored, has_runs = transactions.read(engines.read, revision_and_runs, "reading the schema revision")
+    if _at_head(stored):
+        return
+    if not stored and not has_runs:
+        raise StoreError("it holds no evolve store (no runs table); nothing was created")
+    import store.migrations as migrations
+
+    revision = f"revision {', '.join(stored)}" if stored else "release 0.1's (no Alembic revision)"
+    raise StoreError(
+        f"its schema is at {revision}, older than this program's {', '.join(sorted(migrations.heads()))}, "
+        f"and a command that only reads never upgrades it; upgrade it with {upgrade_command(url)} "
+        "(or run a command that writes to it, such as evolve run --resume RUN)"
+    )
+
+
+def upgrade_command(url: str) -> str:
+    """The command line that brings the store at ``url`` to the newest revision (the
+    password, if any, hidden)."""
+    return f"`python -m store.migrations --url '{describe(url)}' upgrade head`"
+
+
 def stored_revisions(connection: Connection) -> tuple[str, ...]:
     """The revisions recorded in ``alembic_version`` (none for a new or pre-Alembic store)."""
     from alembic.runtime.migration import MigrationContext
 
     return tuple(MigrationContext.configure(connection).get_current_heads())
+
+
+def revision_and_runs(session: Session) -> tuple[tuple[str, ...], bool]:
+    """The stored revisions and whether the ``runs`` table exists, read in one snapshot: a
+    store being created beside the reader is then either absent or whole, never a runs
+    table without its revision (a store of release 0.1)."""
+    connection = session.connection()
+    return stored_revisions(connection), inspect(connection).has_table("runs")
 
 
 def _stored_revisions(session: Session) -> tuple[str, ...]:

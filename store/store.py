@@ -59,7 +59,7 @@ from store.records import (
     TransferIn,
     TransferRecord,
 )
-from store.schema import upgrade_to_head
+from store.schema import require_head, upgrade_to_head
 
 T = TypeVar("T")
 
@@ -78,20 +78,31 @@ class Store:
         *,
         busy_timeout: float = BUSY_TIMEOUT_SECONDS,
         create: bool = True,
+        readonly: bool = False,
     ) -> None:
-        """Open (and, with ``create``, make) the store at ``url``. ``create=False`` is for
-        readers: a SQLite file that does not exist and a database without the store's
-        tables are refused with a :class:`StoreError`, and nothing is created."""
+        """Open (and, with ``create``, make) the store at ``url``, upgraded to the newest
+        schema. ``create=False`` (a command that writes to a store that must exist): a SQLite
+        file that does not exist and a database without the store's tables are refused with
+        a :class:`StoreError`, and nothing is created.
+
+        ``readonly`` (the commands that only read) opens it without ever writing: nothing is
+        created, migrated or switched to WAL, a store at an older schema revision is refused
+        with the command that upgrades it, and every write method raises :class:`StoreError`.
+        """
         self.url = url
+        self.readonly = readonly
         try:
-            self._engines: Engines | None = open_engines(url, busy_timeout, create=create)
+            self._engines: Engines | None = open_engines(url, busy_timeout, create=create, readonly=readonly)
         except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's driver is missing
             raise StoreError(f"cannot open {describe(url)}: {transactions.one_line(exc)}") from exc
         # one shared connection (in-memory SQLite): one transaction at a time across threads
         shared = isinstance(self._engines.write.pool, StaticPool)
         self._serial: AbstractContextManager[Any] = threading.RLock() if shared else nullcontext()
         try:
-            upgrade_to_head(self._engines, create=create)
+            if readonly:
+                require_head(self._engines, url)
+            else:
+                upgrade_to_head(self._engines, create=create)
         except StoreError as exc:
             self.close()
             raise StoreError(f"cannot open {describe(url)}: {exc}") from exc
@@ -122,6 +133,8 @@ class Store:
     def _write(self, work: Callable[[Session], T], what: str) -> T:
         """Run ``work`` in one write transaction (BEGIN IMMEDIATE on SQLite)."""
         engines = self._live()
+        if engines.readonly:
+            raise StoreError(f"{what}: the store was opened read-only")
         with self._serial:
             return transactions.write(engines.write, work, what)
 

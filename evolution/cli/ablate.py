@@ -68,7 +68,8 @@ def plan_of(args: argparse.Namespace) -> Any:
     from evolution.report.summary import resolve_individual
 
     _check(args)
-    with output.open_store(args.store) as store:
+    opened = output.open_reader(args.store) if args.list else output.open_store(args.store)
+    with opened as store:
         record = resolve_individual(store, args.id)
         try:
             return make_plan(store, record, args.seeds, args.timeout, args.only or ())

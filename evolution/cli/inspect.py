@@ -13,7 +13,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from evolution.cli.output import emit_json, err, one_line, open_store, out
+from evolution.cli.output import emit_json, err, one_line, open_reader, out
 from evolution.errors import UsageError
 from evolution.report.blame import blame_individual, labels, space_of
 from genome import Genome
@@ -33,14 +33,11 @@ def resume_hint(run_id: str, kind: str, shown_status: str) -> str | None:
     return f"the same evolve {kind} command again (it resumes run {run_id})"
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
+def _run_rows(store: Any, prefix: str) -> list[dict[str, Any]]:
+    """What `evolve runs` shows of each run whose id starts with ``prefix``."""
     from evolution.policy import top_operators  # SQLAlchemy (the store's policy rows)
 
-    store = open_store(args.store)
-    runs = [r for r in store.list_runs() if r.id.startswith(args.prefix or "")]
-    if args.prefix and not runs:
-        raise UsageError(f"no run {args.prefix!r:.70}")
-    rows: list[dict[str, Any]] = [
+    return [
         {
             "id": r.id,
             "kind": r.kind,
@@ -54,8 +51,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
             "strategy": r.config.get("strategy", "nsga2") if r.kind == "search" else r.kind,
             "top_operators": top_operators(store.policy(r.id), 3),
         }
-        for r in runs
+        for r in store.list_runs()
+        if r.id.startswith(prefix)
     ]
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with open_reader(args.store) as store:
+        rows = _run_rows(store, args.prefix or "")
+    if args.prefix and not rows:
+        raise UsageError(f"no run {args.prefix!r:.70}")
     if args.json:
         emit_json(rows)
         return 0
@@ -95,9 +100,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from evolution.report.summary import audit_record, resolve_individual  # torch
 
-    store = open_store(args.store)
-    record = resolve_individual(store, args.id)
-    data = audit_record(store, record)
+    with open_reader(args.store) as store:
+        data = audit_record(store, resolve_individual(store, args.id))
     if args.json:
         emit_json(data)
         return 0
@@ -142,8 +146,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_lineage(args: argparse.Namespace) -> int:
     from evolution.report.summary import audit_record, resolve_individual  # torch
 
-    store = open_store(args.store)
-    data = audit_record(store, resolve_individual(store, args.id))["ancestry"]
+    with open_reader(args.store) as store:
+        data = audit_record(store, resolve_individual(store, args.id))["ancestry"]
     if args.json:
         emit_json(data)
         return 0
@@ -160,8 +164,8 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from evolution.report.summary import genome_diff, resolve_individual  # torch
 
-    store = open_store(args.store)
-    a, b = (resolve_individual(store, key) for key in (args.a, args.b))
+    with open_reader(args.store) as store:
+        a, b = (resolve_individual(store, key) for key in (args.a, args.b))
     changes = genome_diff(Genome.from_yaml(a.yaml), Genome.from_yaml(b.yaml))
     if args.json:
         emit_json({"a": a.id, "b": b.id, "changes": changes})
@@ -174,9 +178,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    with open_reader(args.store) as store:
+        return _report(store, args)
+
+
+def _report(store: Any, args: argparse.Namespace) -> int:
+    """`evolve report` of the store open for it."""
     from evolution.report.summary import compute_cells, latest_run, report_lines, run_report  # torch
 
-    store = open_store(args.store)
     run_id = store.resolve_run(args.run) if args.run else latest_run(store)
     from evolution.calibrate.study import stored_summary
     from evolution.calibrate.table import calibration_lines
@@ -239,13 +248,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_blame(args: argparse.Namespace) -> int:
     from evolution.report.summary import resolve_individual  # torch
 
-    store = open_store(args.store)
-    record = resolve_individual(store, args.id)
-    data = blame_individual(store, record)
+    with open_reader(args.store) as store:
+        record = resolve_individual(store, args.id)
+        data = blame_individual(store, record)
+        space = space_of(store, record)
     if args.json:
         emit_json(data)
         return 0
-    what = labels(record, space_of(store, record))
+    what = labels(record, space)
     table = Table(
         title=f"blame of individual {record.id} (run {record.run_id}, generation {record.generation})"
     )
@@ -277,10 +287,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         from evolution.export_hf import require_transformers
 
         require_transformers()  # before the store is read
-    store = open_store(args.store)
-    run_id = store.resolve_run(args.run) if args.run else None
-    record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
-    info = export_individual(store, record, args.output, progress=err(), fmt=args.format)
+    with open_reader(args.store) as store:
+        run_id = store.resolve_run(args.run) if args.run else None
+        record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
+        info = export_individual(store, record, args.output, progress=err(), fmt=args.format)
     if args.json:
         emit_json(info)
     else:

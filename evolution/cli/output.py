@@ -44,10 +44,20 @@ def one_line(data: Any, sort_keys: bool = False) -> str:
 
 
 def open_store(url: str, create: bool = False) -> Store:
-    """The store at `url`; a reader (`create` False) refuses one that does not exist."""
+    """The store at `url`, for a command that writes to it (upgraded to the newest schema);
+    without `create` one that does not exist is refused, not made."""
     from store import Store  # imported on use: `genome validate` must answer fast
 
     return Store(url, create=create)
 
 
-__all__ = ["DEFAULT_STORE", "EXIT_USAGE", "emit_json", "err", "one_line", "open_store", "out"]
+def open_reader(url: str) -> Store:
+    """The store at `url`, read-only, for a command that only reads: nothing is created,
+    migrated or switched to WAL; a store at an older schema is refused with the command
+    that upgrades it."""
+    from store import Store
+
+    return Store(url, readonly=True)
+
+
+__all__ = ["DEFAULT_STORE", "EXIT_USAGE", "emit_json", "err", "one_line", "open_reader", "open_store", "out"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evolution.cli.output import emit_json, open_store, out
+from evolution.cli.output import emit_json, open_reader, out
 from evolution.replay import replay_individual
 
 EXIT_MISMATCH = 1
@@ -15,7 +15,7 @@ EXIT_MISMATCH = 1
 def cmd_replay(args: argparse.Namespace) -> int:
     from evolution.report.summary import resolve_individual  # torch (phenotype's accounting)
 
-    store = open_store(args.store)  # a reader: a missing store is refused, not made
+    store = open_reader(args.store)  # read-only: a missing store is refused, not made
     try:
         record = resolve_individual(store, args.id)
         report = replay_individual(store, record, threads=args.threads)
