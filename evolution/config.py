@@ -248,7 +248,7 @@ class RunConfig:
     # A user's own tasks (`evaluation.tasks.imported`), by their pinned text: import path,
     # settings, fingerprint of the code, and the contract's values, so that a run resumes
     # with the same code and a reader never imports it. Filled in by `__post_init__`.
-    task_code: dict[str, dict[str, Any]] = field(default_factory=dict)
+    task_code: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         objectives = tuple(self.objectives)

@@ -71,6 +71,18 @@ class TaskSpec:
     fingerprint: str | None
 
 
+def is_pinned(text: str) -> bool:
+    """Whether ``text`` is a pinned user task (``MODULE:CLASS...#FINGERPRINT``), by its form
+    alone: what a store holds for a user's task, and never a built-in name or a dataset."""
+    body, hash_mark, pinned = text.rpartition("#")
+    return (
+        bool(hash_mark)
+        and ":" in body
+        and bool(_FINGERPRINT.fullmatch(pinned))
+        and not body.startswith("bytelm:")
+    )
+
+
 def parse_spec(text: str) -> TaskSpec:
     """Parse a user task's text (module docstring); a settings file is read here."""
     body, hash_mark, pinned = text.rpartition("#")
@@ -88,8 +100,8 @@ def parse_spec(text: str) -> TaskSpec:
             plugins.split_target(target)  # a malformed MODULE:CLASS is refused here
         except plugins.PluginError as error:
             raise ValueError(f"task {text!r}: {error}") from None
-    elif not target.isidentifier():
-        raise ValueError(f"task {text!r}: {target!r} is neither a task name nor MODULE:CLASS")
+    elif not re.fullmatch(r"[\w.-]+", target):  # no entry point is named so
+        raise ValueError(unknown_task(target))
     if rest.startswith("@"):
         settings = read_settings_file(rest[1:])
     else:
@@ -167,14 +179,17 @@ def resolve_target(target: str) -> str:
         return target
     named = plugins.entry_point(ENTRY_POINT_GROUP, target)
     if named is None:
-        from . import TASKS
-
-        installed = plugins.entry_point_names(ENTRY_POINT_GROUP)
-        more = f"; installed ({ENTRY_POINT_GROUP}): {', '.join(installed)}" if installed else ""
-        raise ValueError(
-            f"unknown task {target!r}; known: {', '.join(sorted(TASKS))}{more}; or MODULE:CLASS for your own"
-        )
+        raise ValueError(unknown_task(target))
     return named
+
+
+def unknown_task(name: str) -> str:
+    """The refusal of a name that is no built-in task and no installed entry point."""
+    from . import TASKS
+
+    installed = plugins.entry_point_names(ENTRY_POINT_GROUP)
+    more = f"; installed ({ENTRY_POINT_GROUP}): {', '.join(installed)}" if installed else ""
+    return f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}{more}; or MODULE:CLASS for your own"
 
 
 def fingerprint_of(module: str) -> plugins.CodeFingerprint:
@@ -359,6 +374,7 @@ __all__ = [
     "canonical_text",
     "check_contract",
     "facts",
+    "is_pinned",
     "load",
     "parse_spec",
     "pin",

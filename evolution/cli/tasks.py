@@ -41,12 +41,11 @@ def pin_task_option(text: str) -> str:
 def import_stored_tasks(texts: Iterable[str], why: str) -> None:
     """Import each user task among ``texts`` (pinned texts from a store) for a command that
     trains on them; a missing module or changed code is a ``UsageError`` naming ``why``."""
-    from evaluation.tasks import is_builtin
-    from evaluation.tasks.imported import load  # torch
+    from evaluation.tasks.imported import is_pinned, load  # torch
 
     records = {}
-    for text in dict.fromkeys(t.strip() for t in texts if t.strip()):
-        if is_builtin(text):
+    for text in dict.fromkeys(t.strip() for t in texts):
+        if not is_pinned(text):  # a built-in task or a table's dataset: nothing to import
             continue
         try:
             records[text] = load(text)[2]
