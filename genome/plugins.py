@@ -69,13 +69,13 @@ def import_module(module: str) -> object:
         top = module.split(".")[0]
         if error.name != top or cwd in sys.path or "" in sys.path:
             raise PluginError(_import_failure(module, error)) from None
-    except Exception as error:  # noqa: BLE001 - whatever the user's module raises on import
+    except (Exception, SystemExit) as error:  # whatever the user's module raises on import
         raise PluginError(_import_failure(module, error)) from None
     sys.path.append(cwd)  # as `python -m` would find it, but after every installed package
     importlib.invalidate_caches()
     try:
         return importlib.import_module(module)
-    except Exception as error:  # noqa: BLE001 - as above
+    except (Exception, SystemExit) as error:  # as above
         raise PluginError(_import_failure(module, error)) from None
 
 

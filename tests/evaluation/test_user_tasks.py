@@ -122,6 +122,7 @@ BROKEN = {
         "cannot import module .*boom at import",
     ),
     "missing class": ("", "Nope", "has no attribute 'Nope'"),
+    "exit at import": ("import sys\nsys.exit('bye')", "Parity", "cannot import module .*SystemExit: bye"),
     "missing attribute": (
         "class NoVocab:\n    name = 'n'\n    seq_len = 4\n    chance_accuracy = 0.5\n"
         "    def batch(self, g, b):\n        return None\n",
@@ -169,8 +170,8 @@ BROKEN = {
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_a_broken_task_is_refused_in_one_line(user_dir, case):
     extra, cls, message = BROKEN[case]
-    body = PARITY if case != "import error" else extra
-    name = write_module(user_dir, body, "" if case == "import error" else extra)
+    at_import = case in ("import error", "exit at import")
+    name = write_module(user_dir, extra if at_import else PARITY, "" if at_import else extra)
     with pytest.raises(ValueError, match=message) as caught:
         pin_tasks(f"{name}:{cls}")
     assert "\n" not in str(caught.value)
