@@ -365,6 +365,8 @@ class RunConfig:
         d = asdict(self)
         d["objectives"] = list(self.objectives)
         d["memory_parts"] = list(self.memory_parts)
+        if not self.task_code:  # built-in tasks only: the dict of every run before user tasks
+            del d["task_code"]
         return d
 
     @classmethod
