@@ -99,6 +99,10 @@ def test_a_user_task_is_searched_resumed_and_replayed(searched):
     replay = evolve(work, "replay", str(result["best"]["id"]), "--json")
     assert json.loads(replay.stdout)["match"] is True
     assert f"imported module {MODULE}" in replay.stderr
+    out = work / "exported"
+    export = evolve(work, "export", "--run", result["run_id"], "--best", "-o", str(out), "--json")
+    assert f"imported module {MODULE}" in export.stderr  # its example batch runs the task's code
+    assert (out / "example.safetensors").exists()
 
 
 @pytest.mark.slow
@@ -133,6 +137,7 @@ def test_readers_show_the_recorded_task_without_importing_it(searched):
     assert report["task"].startswith(f"{TASK}#") and len(report["generations"]) == 2
     evolve(work, "report", "--run", result["run_id"], "--html", str(work / "report.html"))
     evolve(work, "audit", str(result["best"]["id"]), "--json")
+    evolve(work, "ablate", str(result["best"]["id"]), "--list", "--json")
     assert not (work / "IMPORTED").exists()
     refused = evolve(work, "replay", str(result["best"]["id"]), check=False)  # training imports it
     assert refused.returncode == 2 and "cannot import module" in refused.stderr
