@@ -192,3 +192,19 @@ def test_a_run_config_records_the_task_and_reads_back_without_it(tmp_path, monke
     del sys.modules[name]
     assert RunConfig.from_dict(stored) == config and name not in sys.modules  # nothing imported
     assert "task_code" not in RunConfig().to_dict()  # a built-in run's config is as it was
+
+
+@pytest.mark.parametrize("command", ["scale", "calibrate"])
+def test_scale_and_calibrate_plan_on_the_pinned_task(tmp_path, monkeypatch, command):
+    from evolution.cli import calibrate, scale
+    from evolution.cli.main import build_parser
+
+    name = f"planned_parity_{command}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(SOURCE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = ["preset:gpt2-small", "--sizes", "1e4,3e4,1e5,5e5"] if command == "scale" else ["--random", "4"]
+    args = build_parser().parse_args([command, *extra, "--task", f"{name}:Parity?length=6"])
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        plan = scale.plans(args)[0] if command == "scale" else calibrate.plan_of(args)
+    assert plan.task.startswith(f"{name}:Parity?length=6#") and f"imported module {name}" in stderr.getvalue()
