@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -22,7 +23,7 @@ from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, 
 from .memory import free_device_memory
 from .precision import resolve_precision
 from .result import EvalRequest, EvalResult, Status, one_line
-from .tasks import Task, get_task
+from .tasks import Task, TaskCodeError, get_task
 from .trainer import DEFAULT_LR, Deadline, train_and_score
 
 DEFAULT_STEPS = 300  # a fidelity at which the default mqar separates mixers from none
@@ -118,10 +119,12 @@ def train_model(
     unless an accountant is given. ``train_options`` go to ``train_and_score``
     (``lr``, ``weight_decay`` ...).
 
-    Status mapping: ``ValueError`` while building (``GenomeError`` included), an unknown
-    task or a model whose logits do not fit the task -> ``invalid``; a non-finite loss or
-    gradient -> ``nan``; ``torch.OutOfMemoryError``, ``MemoryError``, a ``RuntimeError``
-    saying "out of memory" (or the CPU allocator's wording), or an estimated training memory over
+    Status mapping: a user task whose code this process cannot import, or whose code has
+    another fingerprint than the request's (``TaskCodeError``) -> ``crash``, naming the host;
+    ``ValueError`` while building (``GenomeError`` included), an unknown task or a model
+    whose logits do not fit the task -> ``invalid``; a non-finite loss or gradient -> ``nan``;
+    ``torch.OutOfMemoryError``, ``MemoryError``, a ``RuntimeError`` saying "out of memory"
+    (or the CPU allocator's wording), or an estimated training memory over
     ``request.max_memory_bytes`` -> ``oom``; past the time limit -> ``timeout``: building and
     the first steps within ``request.timeout_s`` seconds, then at least ten times the
     candidate's projected time at the pace of its first steps (`trainer.Deadline`; the
@@ -149,6 +152,8 @@ def train_model(
     try:
         try:
             task = get_task(request.task, **request.task_overrides)
+        except TaskCodeError as error:  # this worker lacks the user's code, or has another version
+            return finish("crash", f"task code on {socket.gethostname()}: {error}")
         except ValueError as error:
             return finish("invalid", f"task: {error}")
         device = torch.device(request.device or ("cuda" if torch.cuda.is_available() else "cpu"))

@@ -115,7 +115,11 @@ class RunConfig:
     )
     steps: int = field(default=300, metadata=cli("training steps per evaluation (300)"))  # full fidelity
     task: str = field(  # several: fitness from the per-task results (evolution.evaluating)
-        default="suite", metadata=cli("task, or a comma list of tasks (suite)")
+        default="suite",
+        metadata=cli(
+            "task, or a comma list of tasks (suite); your own: MODULE:CLASS[?key=value&...], "
+            "MODULE:CLASS@SETTINGS.yaml or an installed entry point's name"
+        ),
     )
     budget: str = field(
         default="steps",
@@ -241,6 +245,10 @@ class RunConfig:
     memory_parts: tuple[str, ...] = ("credit", "elites")  # what --memory-from inherits
     archive_size: int = 8
     policy_floor: float = 0.05
+    # A user's own tasks (`evaluation.tasks.imported`), by their pinned text: import path,
+    # settings, fingerprint of the code, and the contract's values, so that a run resumes
+    # with the same code and a reader never imports it. Filled in by `__post_init__`.
+    task_code: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         objectives = tuple(self.objectives)
@@ -294,6 +302,10 @@ class RunConfig:
             raise ValueError("memory_parts are among credit, elites")
         self._check_bounds()
         self._check_ladder()
+        # a user's task is imported here unless recorded; its pinned text names it from here on
+        task, task_code = SPACES[self.space].pin_tasks(self.task, self.task_code)
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "task_code", task_code)
         SPACES[self.space].check_config(self)
 
     def _check_bounds(self) -> None:
@@ -353,6 +365,8 @@ class RunConfig:
         d = asdict(self)
         d["objectives"] = list(self.objectives)
         d["memory_parts"] = list(self.memory_parts)
+        if not self.task_code:  # built-in tasks only: the dict of every run before user tasks
+            del d["task_code"]
         return d
 
     @classmethod

@@ -61,7 +61,7 @@ from evaluation import EvalRequest, EvalResult
 from evaluation.budget import step_flops, steps_for_flops
 from evaluation.precision import pool_precision, precision_of
 from evaluation.protocol import Pool
-from evaluation.tasks import derive_seed, get_task  # derive_seed: the one seed derivation
+from evaluation.tasks import derive_seed, task_facts  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
 from evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
 from evolution.selection import by_quality, single_objective
@@ -99,7 +99,7 @@ class Evaluator:
         self.on_event = on_event
         self.full_fidelity = space.full_fidelity(config.steps)
         self.spent = 0
-        self._flops_task = get_task(self.tasks[0]) if config.budget == "flops" else None
+        self._flops_task = task_facts(self.tasks[0], config.task_code) if config.budget == "flops" else None
         self.history: list[tuple[int, Candidate]] = []
 
     # -- seeds, fitness -------------------------------------------------------------------

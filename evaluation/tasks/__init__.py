@@ -1,15 +1,22 @@
 """Synthetic evaluation tasks, generated locally from a seed (nothing is downloaded).
 
 ``get_task(name, **overrides)`` builds a registered task with its defaults replaced by
-``overrides``; ``TASKS`` maps each name to its class.
+``overrides``; ``TASKS`` maps each name to its class. A user's own task (``MODULE:CLASS``,
+an entry point of ``dogma_evolve.tasks``) is imported by ``get_task`` too, and pinned
+(canonical text, fingerprint of its code, record) by ``pin_tasks``; ``task_facts`` gives a
+recorded one without importing it (`evaluation.tasks.imported`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from .base import IGNORE_INDEX, Task, derive_seed
 from .bytelm import ByteLM
 from .compression import Compression
 from .copying import SelectiveCopying
+from .imported import ENTRY_POINT_GROUP, RecordedTask, TaskCodeError
 from .memorization import Memorization
 from .mqar import MQAR
 from .recall import FuzzyRecall, InContextRecall, NoisyRecall
@@ -36,29 +43,69 @@ VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
 }
 
 
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` names a built-in task (these win over a user's task of that name)."""
+    return name in TASKS or name in VARIANTS or name.startswith("bytelm:")
+
+
 def get_task(name: str, **overrides: object) -> Task:
     """The task registered as ``name`` with ``overrides`` applied to its settings.
 
-    ``name`` may be a variant (``mqar_large``) or ``bytelm:PATH`` (byte-level language
-    modelling on the file at PATH). Raises ``ValueError`` for an unknown task, an unknown
-    setting or an invalid value.
+    ``name`` may be a variant (``mqar_large``), ``bytelm:PATH`` (byte-level language
+    modelling on the file at PATH), or a user's task (``MODULE:CLASS[?settings][#pin]`` or
+    an entry-point name, `evaluation.tasks.imported`), which is imported. Raises
+    ``ValueError`` for an unknown task, an unknown setting or an invalid value
+    (``TaskCodeError``, one, for a user's code that cannot be imported or was changed).
     """
     if name.startswith("bytelm:"):
         name, overrides = "bytelm", {"path": name.removeprefix("bytelm:"), **overrides}
     if name in VARIANTS:
         name, defaults = VARIANTS[name]
         overrides = {**defaults, **overrides}
-    try:
-        cls = TASKS[name]
-    except KeyError:
-        raise ValueError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}") from None
+    if name not in TASKS:
+        from . import imported
+
+        return imported.load(name, overrides)[0]
+    cls = TASKS[name]
     try:
         return cls(**overrides)
     except TypeError as error:
         raise ValueError(f"bad settings for task {name!r}: {error}") from None
 
 
+def pin_tasks(
+    text: str, recorded: Mapping[str, Mapping[str, Any]] | None = None
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """A comma list of tasks with each user task pinned: (the list with each one's canonical
+    text, {canonical text: record}). Built-in names and tasks already in ``recorded`` (by
+    their canonical text) are kept as they are, without importing anything; any other user
+    task is imported and checked (`imported.pin`), one-line ``ValueError`` otherwise."""
+    from . import imported
+
+    names, records = [], {}
+    for name in (t.strip() for t in text.split(",")):
+        if not name or is_builtin(name):
+            names.append(name)
+        elif recorded and name in recorded:
+            names.append(name)
+            records[name] = dict(recorded[name])
+        else:
+            canonical, record = imported.pin(name)
+            names.append(canonical)
+            records[canonical] = record
+    return ",".join(n for n in names if n), records
+
+
+def task_facts(name: str, recorded: Mapping[str, Mapping[str, Any]] | None = None) -> Task:
+    """The task ``name`` for its contract values (vocabulary, length, chance, batch size):
+    a ``RecordedTask`` when ``recorded`` holds it (nothing imported), else ``get_task``."""
+    if recorded and name in recorded:
+        return RecordedTask(name, recorded[name])
+    return get_task(name)
+
+
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "IGNORE_INDEX",
     "MQAR",
     "VARIANTS",
@@ -69,9 +116,14 @@ __all__ = [
     "InContextRecall",
     "Memorization",
     "NoisyRecall",
+    "RecordedTask",
     "SelectiveCopying",
     "Suite",
     "Task",
+    "TaskCodeError",
     "derive_seed",
     "get_task",
+    "is_builtin",
+    "pin_tasks",
+    "task_facts",
 ]

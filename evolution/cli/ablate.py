@@ -18,6 +18,7 @@ from rich.table import Table
 
 from evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
 from evolution.cli import output
+from evolution.cli.tasks import import_stored_tasks
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.errors import UsageError
 from evolution.progress import ablation_point_printer
@@ -84,6 +85,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     plan = plan_of(args)
     if args.list:
         return _list(args, plan)
+    import_stored_tasks(plan.config.tasks, f"ablating individual {plan.individual}")
     err = output.err()
     started = time.perf_counter()
     with output.open_store(args.store) as store:

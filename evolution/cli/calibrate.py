@@ -23,6 +23,7 @@ from evolution.calibrate.defaults import (
     default_rungs,
 )
 from evolution.cli import output
+from evolution.cli.tasks import pin_task_option
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.config import QUALITY_FLOOR, RunConfig
 from evolution.errors import UsageError
@@ -40,7 +41,11 @@ def add_calibrate_command(sub: Any, common: argparse.ArgumentParser) -> None:
         "quality distribution. Recorded as a run in the store: a second invocation trains only "
         "what is missing.",
     )
-    cal.add_argument("--task", default="suite", help="task, or a comma list of tasks (suite)")
+    cal.add_argument(
+        "--task",
+        default="suite",
+        help="task, or a comma list of tasks (suite); MODULE:CLASS[?key=value&...] for your own",
+    )
     cal.add_argument(
         "--steps", type=int, default=DEFAULT_STEPS, help=f"the full fidelity (default {DEFAULT_STEPS})"
     )
@@ -102,6 +107,7 @@ def plan_of(args: argparse.Namespace) -> Any:
     from evolution.calibrate.study import CalibrateError, make_plan  # torch
 
     check_training_options(args)
+    args.task = pin_task_option(args.task)  # a user's task: imported and pinned, named on stderr
     target = args.target if args.target is not None else TARGET_FACTOR * args.steps
     try:
         return make_plan(

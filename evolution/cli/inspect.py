@@ -1,5 +1,7 @@
 """The commands that read a store: `evolve runs|audit|lineage|diff|report|blame|export`.
 
+None imports a user task's code but `export`, which runs it (`evolution.cli.tasks`).
+
 What they read through (`evolution.report.summary`, which accounts genomes with
 `phenotype`, and `evolution.export`) loads torch, the HTML report plotly too, and the store
 SQLAlchemy: each handler imports what it uses when it runs, since every `evolve` command
@@ -14,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evolution.cli.output import emit_json, err, one_line, open_reader, out
+from evolution.cli.tasks import import_stored_tasks
 from evolution.errors import UsageError
 from evolution.report.blame import blame_individual, labels, space_of
 from genome import Genome
@@ -290,6 +293,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     with open_reader(args.store) as store:
         run_id = store.resolve_run(args.run) if args.run else None
         record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
+        if record.evaluation is not None:  # its example batch (and a replay) runs the task's code
+            import_stored_tasks([record.evaluation.task], f"exporting individual {record.id}")
         info = export_individual(store, record, args.output, progress=err(), fmt=args.format)
     if args.json:
         emit_json(info)

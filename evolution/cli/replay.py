@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from evolution.cli.output import emit_json, open_reader, out
+from evolution.cli.tasks import import_stored_tasks
 from evolution.replay import replay_individual
 
 EXIT_MISMATCH = 1
@@ -18,6 +19,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     store = open_reader(args.store)  # read-only: a missing store is refused, not made
     try:
         record = resolve_individual(store, args.id)
+        if record.evaluation is not None:
+            import_stored_tasks([record.evaluation.task], f"replaying individual {record.id}")
         report = replay_individual(store, record, threads=args.threads)
     finally:
         store.close()

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from evaluation.scaling import LadderError, min_boot
 from evolution.cli import output
+from evolution.cli.tasks import pin_task_option
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.errors import UsageError
 from evolution.progress import ladder_point_printer
@@ -74,7 +75,8 @@ def add_scale_command(sub: Any, common: argparse.ArgumentParser) -> None:
         "--task",
         default="bytelm",
         metavar="NAME",
-        help="task (default bytelm; bytelm:PATH for your own text)",
+        help="task (default bytelm; bytelm:PATH for your own text; MODULE:CLASS[?key=value&...] "
+        "for your own task)",
     )
     budget = scale.add_mutually_exclusive_group()
     budget.add_argument(
@@ -141,6 +143,7 @@ def plans(args: argparse.Namespace) -> list[Any]:
     from evolution.scale.train import Budget, make_plan
 
     _check(args)
+    args.task = pin_task_option(args.task)  # a user's task: imported and pinned, named on stderr
     try:
         task = get_task(args.task)
     except ValueError as e:

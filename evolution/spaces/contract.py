@@ -11,7 +11,7 @@ The pool that evaluates candidates is `evaluation.protocol.Pool`.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
@@ -71,6 +71,10 @@ class SearchSpace(Protocol):
     """A search space. Genome arguments are the space's own genome type (hence `Any`).
 
     Set-up (class level, so a configuration is checked before anything is built):
+        pin_tasks(task, recorded)   the run's comma list of tasks with each user's own task
+                                    pinned, and their records (`evaluation.tasks.pin_tasks`:
+                                    imports the code); a space without user tasks returns
+                                    them as given
         check_config(config)        raise ValueError for settings this space cannot honour
         from_config(config)         the space for a run
     Evaluation:
@@ -110,6 +114,10 @@ class SearchSpace(Protocol):
     keeps_weights: bool
     supports_multi_fidelity: bool
 
+    @classmethod
+    def pin_tasks(
+        cls, task: str, recorded: Mapping[str, Mapping[str, Any]]
+    ) -> tuple[str, dict[str, dict[str, Any]]]: ...
     @classmethod
     def check_config(cls, config: RunConfig) -> None: ...
     @classmethod

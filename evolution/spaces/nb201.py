@@ -27,6 +27,7 @@ import hashlib
 import io
 import pickle
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -201,6 +202,13 @@ class NB201Space:
         self.max_params = max_params
 
     # -- set-up ---------------------------------------------------------------------------
+    @classmethod
+    def pin_tasks(
+        cls, task: str, recorded: Mapping[str, Mapping[str, Any]]
+    ) -> tuple[str, dict[str, dict[str, Any]]]:
+        """The table's datasets are no user code: the tasks as given (`check_config` checks them)."""
+        return task, {}
+
     @classmethod
     def check_config(cls, config: RunConfig) -> None:
         """Tasks are the table's datasets; the table has no FLOPs or inference state."""

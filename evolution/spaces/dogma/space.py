@@ -10,6 +10,7 @@ accounting) is imported on first use.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from evolution.spaces.contract import Child, Discard, Unit
@@ -45,18 +46,29 @@ class DogmaSpace:
 
     # -- set-up ---------------------------------------------------------------------------
     @classmethod
+    def pin_tasks(
+        cls, task: str, recorded: Mapping[str, Mapping[str, Any]]
+    ) -> tuple[str, dict[str, dict[str, Any]]]:
+        """Each user task imported, checked and pinned unless ``recorded`` holds it
+        (`evaluation.tasks.pin_tasks`)."""
+        from evaluation.tasks import pin_tasks
+
+        return pin_tasks(task, recorded)
+
+    @classmethod
     def check_config(cls, config: RunConfig) -> None:
-        """Every task must be one `evaluation.get_task` knows (its ValueError otherwise)."""
-        from evaluation import get_task
+        """Every task must be one `evaluation.get_task` knows (its ValueError otherwise); a
+        user's task recorded in `config.task_code` is not imported again."""
+        from evaluation.tasks import task_facts
 
         for task in config.tasks:
-            get_task(task)
+            task_facts(task, config.task_code)
 
     @classmethod
     def from_config(cls, config: RunConfig) -> DogmaSpace:
-        from evaluation import get_task
+        from evaluation.tasks import task_facts
 
-        tasks = [get_task(t) for t in config.tasks]
+        tasks = [task_facts(t, config.task_code) for t in config.tasks]
         seq_len = max(t.seq_len for t in tasks)
         pinned = {"vocab": max(t.vocab_size for t in tasks), "max_len": seq_len}
         return cls(pinned, seq_len, config.max_params, config.max_state_bytes)

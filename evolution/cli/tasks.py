@@ -1,0 +1,57 @@
+"""A user's own task on the command line: the commands that train name the code they import.
+
+Commands that only read a store (`runs`, `report`, `audit`, `blame` ...) show a user task's
+pinned text (`evaluation.tasks.imported`) and never import its code: what they need of the
+task comes from the run's record (`RunConfig.task_code`). Commands that train or run it
+(`run`, `run --resume`, `scale`, `calibrate`, `ablate`, `replay`, `export`) import it in
+this process first, one line on stderr naming the module and where its code lies, and
+refuse (exit 2, one line) code that cannot be imported or whose fingerprint is not the
+recorded one, before any run is created or changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from evolution.cli.output import err
+from evolution.errors import UsageError
+
+
+def say_imported(records: Mapping[str, Mapping[str, Any]]) -> None:
+    """One stderr line per user task imported: its pinned text, module and code."""
+    for text, record in records.items():
+        version = f", {record['version']}" if record.get("version") else ""
+        err().print(f"evolve: task {text}: imported module {record['module']} from {record['code']}{version}")
+
+
+def pin_task_option(text: str) -> str:
+    """``--task`` of a command that trains outside `RunConfig` (`scale`): each user task
+    imported, checked and pinned (canonical text), and named on stderr."""
+    from evaluation.tasks import pin_tasks  # torch
+
+    try:
+        pinned, records = pin_tasks(text)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    say_imported(records)
+    return pinned
+
+
+def import_stored_tasks(texts: Iterable[str], why: str) -> None:
+    """Import each user task among ``texts`` (pinned texts from a store) for a command that
+    trains on them; a missing module or changed code is a ``UsageError`` naming ``why``."""
+    from evaluation.tasks.imported import is_pinned, load  # torch
+
+    records = {}
+    for text in dict.fromkeys(t.strip() for t in texts):
+        if not is_pinned(text):  # a built-in task or a table's dataset: nothing to import
+            continue
+        try:
+            records[text] = load(text)[2]
+        except ValueError as e:
+            raise UsageError(f"{e}; {why} needs the code the run was made with") from None
+    say_imported(records)
+
+
+__all__ = ["import_stored_tasks", "pin_task_option", "say_imported"]
