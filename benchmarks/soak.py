@@ -19,7 +19,8 @@ What it does (every process on 127.0.0.1, every wait bounded by ``--max-minutes`
      it lands while starting, while a generation trains, while one commits or just after;
    * **worker node SIGKILL**: once a lease on the worker node is running (an evaluation in
      flight there), every process of that node is killed, and a new worker node started;
-     the driver goes on (the pool retries the lost attempt);
+     the driver goes on (the pool retries the lost attempt), and is killed as soon as the
+     retry runs (one of the driver kills): the attempts a dead driver leaves in flight;
    * **PostgreSQL crash-restart**: ``pg_ctl stop -m immediate`` while the driver works, down
      a few seconds, started again; what was committed before must still be there.
    After each, a driver that is gone is replaced by ``evolve run --resume RUN``; what the
@@ -37,9 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,12 +52,21 @@ from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.pool import NullPool
 
 from benchmarks.soak_compare import compare, snapshot
-from benchmarks.soak_infra import DURABLE, DurablePostgres, TwoNodes, poll_runs, read_polls, reader_failures
+from benchmarks.soak_infra import (
+    DURABLE,
+    REPO,
+    Driver,
+    DurablePostgres,
+    TwoNodes,
+    poll_runs,
+    read_polls,
+    reader_failures,
+)
 
-REPO = Path(__file__).resolve().parents[1]
 #: The search: small enough for two CPUs, long enough for the kills to land in every phase.
 SEARCH = ("--population", "4", "--generations", "8", "--steps", "5", "--seed", "11")
 DRIVER, NODE, POSTGRES = "driver SIGKILL", "worker node SIGKILL", "PostgreSQL crash-restart"
+RETRY = "driver SIGKILL at once"  # struck as a DRIVER event, right after a worker node kill
 
 
 @dataclass(frozen=True)
@@ -102,43 +110,6 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return bool(self.verdict.get("identical")) and bool(self.check.get("ok"))
-
-
-class Driver:
-    """One `evolve run` process, in a process group of its own (its output to files)."""
-
-    def __init__(self, argv: list[str], logs: Path, number: int) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the flag alone decides
-        env.setdefault("OMP_NUM_THREADS", "1")
-        env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        self.out, self.err = logs / f"driver{number}.out", logs / f"driver{number}.err"
-        with self.out.open("wb") as out, self.err.open("wb") as err:
-            cmd = [sys.executable, "-m", "evolution.cli.main", *argv]
-            self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=err, env=env, cwd=REPO, start_new_session=True
-            )
-        self.started = time.monotonic()
-        self.killed = False
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.alive():
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.killed = True
-        self.proc.wait()
-
-    def wait(self, timeout_s: float) -> int:
-        return self.proc.wait(timeout=timeout_s)
-
-    def ending(self) -> str:
-        """How it exited: the code and the last line of its stderr."""
-        lines = [line for line in self.err.read_text(errors="replace").splitlines() if line.strip()]
-        return f"exit {self.proc.returncode}" + (f": {lines[-1][:160]}" if lines else "")
-
-    def result(self) -> dict[str, Any]:
-        return dict(json.loads(self.out.read_text()))
 
 
 class Soak:
@@ -219,8 +190,9 @@ class Soak:
     # -- the driver ------------------------------------------------------------------------
 
     def ensure_driver(self) -> Driver:
-        """The live driver; a new one (a resume, or the first run) when there is none."""
-        if self.driver is not None and self.driver.alive():
+        """The live driver; a new one (a resume, or the first run) when there is none; the
+        last one when it finished the run."""
+        if self.driver is not None and (self.driver.alive() or self.finished()):
             return self.driver
         if self.driver is not None and not self.driver.killed:  # it exited by itself: say how
             self.lives[-1] += f"; {self.driver.ending()}"
@@ -262,8 +234,9 @@ class Soak:
 
     # -- the disruptions -------------------------------------------------------------------
 
-    def kill_driver(self) -> bool:
-        """SIGKILL the driver after a random delay; False when it finished first.
+    def kill_driver(self, now: bool = False) -> bool:
+        """SIGKILL the driver after a random delay (``now``: at once); False when it
+        finished first.
 
         The delay is drawn uniformly from a fifth of the start-up time to the start-up plus
         1.5 generations, but ends half a generation before the run would finish (at the
@@ -272,7 +245,7 @@ class Soak:
         pace = self.pace
         left = pace.last_generation - (self.state() or {"last": -1})["last"]
         longest = pace.startup_s + min(1.5, left - 0.5) * pace.generation_s
-        delay = self.rng.uniform(0.2 * pace.startup_s, max(0.2 * pace.startup_s, longest))
+        delay = 0.0 if now else self.rng.uniform(0.2 * pace.startup_s, max(0.2 * pace.startup_s, longest))
         if not self.sleep_alive(delay):
             return False
         event = self.strike(
@@ -285,7 +258,7 @@ class Soak:
 
     def kill_node(self, nodes: TwoNodes) -> bool:
         """SIGKILL the worker node once an evaluation runs on it, start a new worker node;
-        follow the lost lease. False when the run finished first."""
+        follow the lost attempt until its retry runs. False when the run finished first."""
         node = nodes.worker_id
         leases: list[tuple[Any, ...]] = []
         while not leases:  # an evaluation in flight on that node
@@ -297,7 +270,8 @@ class Soak:
                 continue
             try:
                 sql = "SELECT genome_id, attempt, worker FROM leases WHERE run_id = :r AND state = 'running'"
-                leases = [row for row in self.query(sql) if (row[2] or "").endswith("@" + node[:12])]
+                rows = self.query(sql) if self.state() else []  # state() learns the run's id
+                leases = [row for row in rows if (row[2] or "").endswith("@" + node[:12])]
             except Exception:  # a momentary failure to read: look again
                 leases = []
         time.sleep(self.rng.uniform(0.0, 1.0))
@@ -306,14 +280,15 @@ class Soak:
         event = self.strike(NODE, moment)
         nodes.kill_worker()
         replacement = nodes.add_worker()
-        event.then = f"worker node {replacement[:12]} started; " + self.follow_lost(genome)
+        event.then = f"worker node {replacement[:12]} started; " + self.follow_lost(genome, attempt)
         if self.driver is not None and not self.driver.alive():
             self.waiting = event
         return True
 
-    def follow_lost(self, genome: str) -> str:
+    def follow_lost(self, genome: str, attempt: int) -> str:
         """What became of the attempts at the killed evaluation's genome: each one's state
-        and node, once none is running (bounded wait, while the driver lives)."""
+        and node, once the killed attempt has ended and a later one runs, or all have ended
+        (bounded wait, while the driver lives)."""
         end = time.monotonic() + 180
         sql = (
             "SELECT attempt, state, worker, reason FROM leases "
@@ -321,13 +296,14 @@ class Soak:
         )
         while time.monotonic() < end and self.driver is not None and self.driver.alive():
             rows = self.query(sql, g=genome)
-            if rows and all(state != "running" for _, state, _, _ in rows):
+            ended = all(state != "running" for a, state, _, _ in rows if a <= attempt)
+            if rows and ended and (rows[-1][0] > attempt or rows[-1][1] != "running"):
                 return "; ".join(
                     f"attempt {a} {s} on node {(w or '?').rpartition('@')[2]}" + (f" ({r[:60]})" if r else "")
                     for a, s, w, r in rows
                 )
             time.sleep(0.5)
-        return "the driver stopped before the attempts were settled"
+        return "the driver stopped before the lost attempt was settled"
 
     def restart_postgres(self, server: DurablePostgres) -> bool:
         """Crash-restart the server while a driver holds the run; check nothing committed
@@ -386,6 +362,21 @@ class Pace:
     last_generation: int
 
 
+def schedule(plan: Plan, rng: random.Random) -> list[str]:
+    """The disruptions in a random order; each worker node kill is followed at once by a
+    driver kill while the lost attempt's retry runs (as long as driver kills are left)."""
+    paired = min(plan.kills, plan.node_kills)
+    strikes = [DRIVER] * (plan.kills - paired) + [NODE] * plan.node_kills + [POSTGRES] * plan.restarts
+    rng.shuffle(strikes)
+    order = []
+    for kind in strikes:
+        order.append(kind)
+        if kind == NODE and paired:
+            order.append(RETRY)
+            paired -= 1
+    return order
+
+
 def reference_run(plan: Plan, url: str, address: str, logs: Path) -> tuple[float, Pace]:
     """The uninterrupted run: its wall time and its pace."""
     engine = create_engine(url, poolclass=NullPool)
@@ -416,9 +407,17 @@ def reference_run(plan: Plan, url: str, address: str, logs: Path) -> tuple[float
     return wall, Pace(startup, sum(spans) / len(spans) if spans else wall / 2, last)
 
 
-def run_soak(plan: Plan, echo: Any = print) -> Outcome:
-    """The soak of ``plan`` (module docstring); ``echo`` gets progress lines."""
-    work = Path(tempfile.mkdtemp(prefix="evolve-soak."))
+def run_soak(plan: Plan, echo: Any = print, logs: Path | None = None) -> Outcome:
+    """The soak of ``plan`` (module docstring); ``echo`` gets progress lines. The drivers'
+    and readers' output go to ``logs`` (kept), else to a temporary folder (removed)."""
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
+        return _soak(plan, echo, logs)
+    with tempfile.TemporaryDirectory(prefix="evolve-soak.") as work:
+        return _soak(plan, echo, Path(work))
+
+
+def _soak(plan: Plan, echo: Any, work: Path) -> Outcome:
     with DurablePostgres() as server:
         settings = server.settings()
         if any(settings[k] != v for k, v in DURABLE.items()):
@@ -439,11 +438,10 @@ def run_soak(plan: Plan, echo: Any = print) -> Outcome:
                 for i in range(plan.readers)
             ]
             soak = Soak(plan, soak_url, nodes.address, work, pace)
-            strikes = [DRIVER] * plan.kills + [NODE] * plan.node_kills + [POSTGRES] * plan.restarts
-            soak.rng.shuffle(strikes)
-            for kind in strikes:
+            for kind in schedule(plan, soak.rng):
                 done = {
                     DRIVER: soak.kill_driver,
+                    RETRY: lambda: soak.kill_driver(now=True),
                     NODE: lambda: soak.kill_node(nodes),
                     POSTGRES: lambda: soak.restart_postgres(server),
                 }[kind]()
@@ -529,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill schedule (0)")
     parser.add_argument("--max-minutes", type=float, default=60.0, help="bound on the whole soak (60)")
     parser.add_argument("--json", type=Path, help="write the outcome here")
+    parser.add_argument("--logs", type=Path, help="keep the drivers' and readers' output in this folder")
     parser.add_argument("--reader", nargs=3, metavar=("URL", "LOG", "MAX_S"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.reader:  # one polling process of a soak
@@ -545,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         max_s=60 * args.max_minutes,
     )
     began = time.monotonic()
-    outcome = run_soak(plan, echo=lambda line: print(line, flush=True))
+    outcome = run_soak(plan, echo=lambda line: print(line, flush=True), logs=args.logs)
     print(table(outcome))
     print(f"wall time {time.monotonic() - began:.0f} s")
     if args.json:

@@ -10,6 +10,7 @@ cluster of two nodes on loopback, and readers polling the store.
 * :class:`TwoNodes`: ``ray.cluster_utils.Cluster``, a head and one worker node of one CPU each,
   as ``tests/test_multinode.py`` sets it up; :meth:`TwoNodes.kill_worker` SIGKILLs the worker
   node's processes and :meth:`TwoNodes.add_worker` starts a new one.
+* :class:`Driver`: one ``evolve run`` in a process group of its own, killed with SIGKILL.
 * :func:`poll_runs`: a reader, ``evolve runs --json`` every ``interval_s`` (the CLI's own
   ``main`` in one process, so a poll costs a query, not an interpreter start), one JSON line
   per poll to a log the soak reads back.
@@ -23,14 +24,17 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[1]
 #: What the soak's server must run with: the defaults, durable commits.
 DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 USER = "evolve_soak"
@@ -228,6 +232,43 @@ class TwoNodes:
 
     def shutdown(self) -> None:
         self.cluster.shutdown()
+
+
+class Driver:
+    """One `evolve run` process, in a process group of its own (its output to files)."""
+
+    def __init__(self, argv: list[str], logs: Path, number: int) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the flag alone decides
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self.out, self.err = logs / f"driver{number}.out", logs / f"driver{number}.err"
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            cmd = [sys.executable, "-m", "evolution.cli.main", *argv]
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=err, env=env, cwd=REPO, start_new_session=True
+            )
+        self.started = time.monotonic()
+        self.killed = False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.killed = True
+        self.proc.wait()
+
+    def wait(self, timeout_s: float) -> int:
+        return self.proc.wait(timeout=timeout_s)
+
+    def ending(self) -> str:
+        """How it exited: the code and the last line of its stderr."""
+        lines = [line for line in self.err.read_text(errors="replace").splitlines() if line.strip()]
+        return f"exit {self.proc.returncode}" + (f": {lines[-1][:160]}" if lines else "")
+
+    def result(self) -> dict[str, Any]:
+        return dict(json.loads(self.out.read_text()))
 
 
 def poll_runs(url: str, log: Path, interval_s: float, max_s: float) -> None:
