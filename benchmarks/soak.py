@@ -15,8 +15,9 @@ What it does (every process on 127.0.0.1, every wait bounded by ``--max-minutes`
 3. Runs the same command into ``soak`` while readers poll it (``evolve runs --json`` every
    half second), and strikes the disruptions of the plan in a random order (``--seed``):
    * **driver SIGKILL**: the driver's process group killed after a delay drawn uniformly
-     from a fifth of the reference's start-up time to its start-up plus 1.5 generations, so
-     it lands while starting, while a generation trains, while one commits or just after;
+     from a fifth of the reference's start-up time to its start-up plus 1.5 times what the
+     generation in flight took the reference, so it lands while starting, while a
+     generation trains, while one commits or after (:meth:`Soak.kill_driver`);
    * **worker node SIGKILL**: once a lease on the worker node is running (an evaluation in
      flight there), every process of that node is killed, and a new worker node started;
      the driver goes on (the pool retries the lost attempt), and is killed as soon as the
@@ -238,14 +239,16 @@ class Soak:
         """SIGKILL the driver after a random delay (``now``: at once); False when it
         finished first.
 
-        The delay is drawn uniformly from a fifth of the start-up time to the start-up plus
-        1.5 generations, but ends half a generation before the run would finish (at the
-        reference's pace), so that the kills do not run out of run to kill."""
+        The delay is drawn uniformly from a fifth of the start-up time to the start-up plus 1.5
+        times what a driver's first generation took the reference (generation 0: a new driver
+        starts its Ray workers anew, as the reference did then), so that about a third of the
+        kills come after that commit, but ends half a last generation before the run would
+        finish (at the reference's pace), so that the kills do not run out of run to kill."""
         driver = self.ensure_driver()
-        pace = self.pace
-        left = pace.last_generation - (self.state() or {"last": -1})["last"]
-        longest = pace.startup_s + min(1.5, left - 0.5) * pace.generation_s
-        delay = 0.0 if now else self.rng.uniform(0.2 * pace.startup_s, max(0.2 * pace.startup_s, longest))
+        spans, shortest = self.pace.spans, 0.2 * self.pace.startup_s
+        following = spans[(self.state() or {"last": -1})["last"] + 2 :]  # after the life's first
+        longest = self.pace.startup_s + min(1.5 * spans[0], spans[0] + sum(following) - 0.5 * spans[-1])
+        delay = 0.0 if now else self.rng.uniform(shortest, max(shortest, longest))
         if not self.sleep_alive(delay):
             return False
         event = self.strike(
@@ -257,20 +260,23 @@ class Soak:
         return True
 
     def kill_node(self, nodes: TwoNodes) -> bool:
-        """SIGKILL the worker node once an evaluation runs on it, start a new worker node;
-        follow the lost attempt until its retry runs. False when the run finished first."""
+        """SIGKILL the worker node once an evaluation of the live driver runs on it, start a
+        new worker node; follow the lost attempt until its retry runs. False when the run
+        finished first."""
         node = nodes.worker_id
         leases: list[tuple[Any, ...]] = []
         while not leases:  # an evaluation in flight on that node
             self.check_time()
-            self.ensure_driver()
+            driver = self.ensure_driver()
             if not self.sleep_alive(0.25):
                 if self.finished():
                     return False
                 continue
             try:
+                # once the live driver holds the run: its claim closed the leases dead ones left
+                held = f":{driver.proc.pid}:" in ((self.state() or {}).get("driver") or "")
                 sql = "SELECT genome_id, attempt, worker FROM leases WHERE run_id = :r AND state = 'running'"
-                rows = self.query(sql) if self.state() else []  # state() learns the run's id
+                rows = self.query(sql) if held else []
                 leases = [row for row in rows if (row[2] or "").endswith("@" + node[:12])]
             except Exception:  # a momentary failure to read: look again
                 leases = []
@@ -354,12 +360,15 @@ class Soak:
 
 @dataclass(frozen=True)
 class Pace:
-    """The uninterrupted run's: seconds until its run appeared, seconds per committed
-    generation after that, its last generation."""
+    """The uninterrupted run's: seconds until its run appeared, and each generation's seconds
+    until its commit (generation 0's from the run's appearance)."""
 
     startup_s: float
-    generation_s: float
-    last_generation: int
+    spans: tuple[float, ...]
+
+    @property
+    def generation_s(self) -> float:
+        return sum(self.spans) / len(self.spans)
 
 
 def schedule(plan: Plan, rng: random.Random) -> list[str]:
@@ -382,7 +391,8 @@ def reference_run(plan: Plan, url: str, address: str, logs: Path) -> tuple[float
     engine = create_engine(url, poolclass=NullPool)
     common = ["--ray-address", address, "--store", url, "--json", "--quiet"]
     driver = Driver(["run", *plan.search, *common], logs, -1)
-    appeared, commits, last = None, [], -1
+    appeared: float | None = None
+    committed: list[float] = []  # when each generation was committed
     try:
         while driver.alive() and time.monotonic() - driver.started < plan.max_s:
             time.sleep(0.2)
@@ -393,18 +403,18 @@ def reference_run(plan: Plan, url: str, address: str, logs: Path) -> tuple[float
                 continue
             if rows and appeared is None:
                 appeared = time.monotonic() - driver.started
-            if rows and rows[0][0] > last:
-                last = rows[0][0]
-                commits.append(time.monotonic() - driver.started)
+            while rows and rows[0][0] >= len(committed):
+                committed.append(time.monotonic() - driver.started)
     finally:
         engine.dispose()
         driver.kill()
     if driver.proc.returncode != 0:
         raise AssertionError(f"the reference run failed: {driver.ending()}")
     wall = time.monotonic() - driver.started
-    startup = appeared or 5.0
-    spans = [b - a for a, b in zip([startup, *commits], commits, strict=False)]
-    return wall, Pace(startup, sum(spans) / len(spans) if spans else wall / 2, last)
+    if appeared is None or not committed:
+        raise AssertionError("the reference run was not seen committing a generation")
+    spans = [b - a for a, b in zip([appeared, *committed], committed, strict=False)]
+    return wall, Pace(appeared, tuple(spans))
 
 
 def run_soak(plan: Plan, echo: Any = print, logs: Path | None = None) -> Outcome:
@@ -430,7 +440,8 @@ def _soak(plan: Plan, echo: Any, work: Path) -> Outcome:
             reference_s, pace = reference_run(plan, reference_url, nodes.address, work)
             echo(
                 f"soak: reference run {reference_s:.0f} s "
-                f"(start-up {pace.startup_s:.1f} s, {pace.generation_s:.1f} s a generation)"
+                f"(start-up {pace.startup_s:.1f} s; generations "
+                f"{', '.join(f'{t:.0f}' for t in pace.spans)} s)"
             )
             reader_cmd = [sys.executable, "-m", "benchmarks.soak", "--reader", soak_url]
             readers = [
