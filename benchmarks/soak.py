@@ -65,7 +65,7 @@ from benchmarks.soak_infra import (
 )
 
 #: The search: small enough for two CPUs, long enough for the kills to land in every phase.
-SEARCH = ("--population", "4", "--generations", "6", "--steps", "5", "--seed", "11")
+SEARCH = ("--population", "4", "--generations", "10", "--steps", "5", "--seed", "11")
 DRIVER, NODE, POSTGRES = "driver SIGKILL", "worker node SIGKILL", "PostgreSQL crash-restart"
 RETRY = "driver SIGKILL at once"  # struck as a DRIVER event, right after a worker node kill
 
@@ -534,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-kills", type=int, default=Plan.node_kills, help="worker node SIGKILLs (1)")
     parser.add_argument("--restarts", type=int, default=Plan.restarts, help="PostgreSQL crash-restarts (1)")
     parser.add_argument("--readers", type=int, default=Plan.readers, help="processes polling evolve runs (1)")
-    parser.add_argument("--generations", type=int, default=6, help="the search's offspring generations (6)")
+    parser.add_argument("--generations", type=int, default=10, help="the search's offspring generations (10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill schedule (0)")
     parser.add_argument("--max-minutes", type=float, default=60.0, help="bound on the whole soak (60)")
     parser.add_argument("--json", type=Path, help="write the outcome here")
