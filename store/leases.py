@@ -3,8 +3,11 @@
 The driver is the only writer of ``leases`` rows; workers only send it heartbeats. Its
 news about an attempt is a :class:`store.LeaseIn` (``from store import LeaseIn``), upserted
 by the evaluation's natural key plus the attempt number (:func:`update`). A lease that is
-no longer running is final. Rows a dead driver left running are closed as ``expired`` once
-their lease has passed (:func:`reclaim_expired`), when the next driver of the run starts.
+no longer running is final. Rows a dead driver left running are closed as ``expired`` when
+the next driver takes the run over (in the claim's transaction: ``store.liveness.claim``),
+or once their lease has passed (:func:`reclaim_expired`). A driver's attempts are numbered
+after those earlier drivers stored for the same evaluation (:class:`LeaseLog`), so a resumed
+run's retraining is recorded beside what came before.
 
 ``EvaluationPool(on_lease=LeaseLog(store, run_id))`` records every decision of the
 evaluation pool (an attempt running, renewed, done, lost, expired, cancelled; see
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -34,15 +38,26 @@ class LeaseLog:
     """The driver's side of evaluation leases: pool events -> ``leases`` rows.
 
     Creating the log reclaims leases a previous driver of the run left running, so no row
-    stays ``running`` once its lease has passed; ``reclaimed`` says how many.
+    stays ``running`` once its lease has passed; ``reclaimed`` says how many. The pool
+    numbers each evaluation's attempts from 0; an evaluation earlier drivers of the run
+    already hold rows for (a resume training again what a killed driver had in flight) has
+    its attempts numbered after theirs, so none of its rows is taken for another's.
     """
 
     def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         self.reclaimed = store.reclaim_expired_leases(run_id)
+        self.first_attempt: dict[tuple[str, str, str, int], int] = {}
+        for row in store.leases(run_id):
+            key = (row.genome_id, row.task, fidelity_key(row.fidelity), row.seed)
+            self.first_attempt[key] = max(self.first_attempt.get(key, 0), row.attempt + 1)
 
     def __call__(self, event: Any) -> None:
-        self.store.update_leases(self.run_id, [as_lease(event)])
+        news = as_lease(event)
+        first = self.first_attempt.get((news.genome_id, news.task, fidelity_key(news.fidelity), news.seed), 0)
+        if first:
+            news = replace(news, attempt=news.attempt + first)
+        self.store.update_leases(self.run_id, [news])
 
 
 def as_lease(event: Any) -> LeaseIn:

@@ -11,7 +11,10 @@ columns back to NULL) when it stops, however it stops. The contract:
   heartbeat is older than ``stale_after_s`` or its driver is a process of this host that no
   longer exists (:func:`gone_here`: the driver died, its claim is taken over), or
   when the driver is the same token (a re-claim refreshes the heartbeat). Otherwise it raises
-  :class:`RunHeld`, naming the live driver and its heartbeat's age;
+  :class:`RunHeld`, naming the live driver and its heartbeat's age. A claim that takes the
+  run (from a dead driver, or from none) closes the leases still ``running`` in the same
+  transaction (:func:`abandon_leases`): the attempts earlier drivers left in flight;
+  the new driver trains them anew;
 * **beat** (:func:`beat`): refreshes the heartbeat only while the token still holds the run;
   a driver whose claim was taken over learns so (False) and must stop committing;
 * **release** (:func:`release`): clears both columns when the token holds the run;
@@ -46,7 +49,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store.models import Run, utcnow
+from store.models import Lease, Run, utcnow
 from store.records import StoreError
 
 if TYPE_CHECKING:  # the Store imports this module for its liveness methods
@@ -175,8 +178,22 @@ def claim(
         and driver_alive(previous, row.heartbeat, now, stale_after_s)
     ):
         raise RunHeld(run_id, previous, age_s(row.heartbeat, now) or 0.0, stale_after_s)
+    if previous != driver:
+        was = f"its driver {previous} stopped" if previous else "its run had no driver"
+        abandon_leases(session, run_id, f"abandoned: {was}; the run was taken by {driver}")
     row.driver, row.heartbeat = driver, now
     return previous if previous != driver else None
+
+
+def abandon_leases(session: Session, run_id: str, reason: str) -> int:
+    """Close every lease of the run still ``running`` as ``expired`` with ``reason``; count
+    them. For a claim that takes the run over: the attempts its earlier drivers left in
+    flight have nobody to finish or retry them (the new driver trains them anew)."""
+    rows = session.scalars(select(Lease).where(Lease.run_id == run_id, Lease.state == "running")).all()
+    for row in rows:
+        row.state = "expired"
+        row.reason = reason
+    return len(rows)
 
 
 def beat(session: Session, run_id: str, driver: str, now: datetime | None) -> bool:
