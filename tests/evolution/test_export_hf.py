@@ -24,13 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from safetensors.torch import save_file
 
 from genome import Genome
 from phenotype import REGISTRY, decode
 from phenotype.standalone.hf import write_hf
-from tests.phenotype.test_standalone import BLOCKED, GENOMES
+from tests.phenotype.test_standalone import BLOCKED, GENOMES, perturbed_example
 
 needs_transformers = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="transformers (the hf extra) is not installed"
@@ -203,22 +201,11 @@ def assert_hf_model_works(r: dict[str, Any]) -> None:
 
 # -- through the library, every block kind ------------------------------------------------
 def export_hf_phenotype(genome: Genome, directory: Path, seed: int = 0) -> dict[str, Any]:
-    """What `evolve export --format hf` writes for the check: the directory and an example,
-    checked through transformers in this process. The weights are perturbed so that a
-    directory that did not load them would differ (loop scales start at 0, norms at 1)."""
+    """What `evolve export --format hf` writes for the check: the directory and an example
+    (`perturbed_example`), checked through transformers in this process."""
     from evolution.export_hf import check_hf
 
-    torch.manual_seed(seed)
-    model = decode(genome)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    model.eval()
-    ids = torch.randint(0, genome.structural["vocab"], (2, 16), generator=torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        expected = model(ids)
-    directory.mkdir(parents=True)
-    save_file({"input": ids, "output": expected}, str(directory / "example.safetensors"))
+    model, ids, expected = perturbed_example(genome, directory, seed)
     info = write_hf(model, genome, directory)
     check_hf(directory, ids, expected)  # what export_individual does, in-process
     return info

@@ -323,10 +323,12 @@ GENOMES = {
 }
 
 
-def export_phenotype(genome: Genome, directory: Path, seed: int = 0) -> dict[str, Any]:
-    """What `evolve export` writes for the package check: the package and an example.
-    The weights are perturbed so that a package that did not load them would differ
-    (loop scales start at 0, norms at 1)."""
+def perturbed_example(
+    genome: Genome, directory: Path, seed: int = 0
+) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    """(model, ids, logits) of the genome with perturbed weights, the example written to
+    `directory/example.safetensors`. The weights are perturbed so that an export that did
+    not load them would differ (loop scales start at 0, norms at 1)."""
     torch.manual_seed(seed)
     model = decode(genome)
     with torch.no_grad():
@@ -338,6 +340,12 @@ def export_phenotype(genome: Genome, directory: Path, seed: int = 0) -> dict[str
         expected = model(ids)
     directory.mkdir(parents=True)
     save_file({"input": ids, "output": expected}, str(directory / "example.safetensors"))
+    return model, ids, expected
+
+
+def export_phenotype(genome: Genome, directory: Path, seed: int = 0) -> dict[str, Any]:
+    """What `evolve export` writes for the package check: the package and an example."""
+    model, ids, expected = perturbed_example(genome, directory, seed)
     info = write_package(model, genome, directory)
     check_package(info["package"], ids, expected)  # what export_individual does, in-process
     return info
