@@ -8,7 +8,8 @@ handler in this process (`evolution.cli.main.main`), so a call costs what the co
 not an interpreter's start. Until ``evolve runs --json`` lists a run the calls are only
 ``waiting`` (no store yet is a legitimate answer); from then on every call is ``polling``
 and is judged by the test. The commands that name an individual (#1, the first birth) join
-once the run has committed generation 0. ``--light``: `runs` only.
+once the run has committed generation 0. After the stop file, one last round. ``--light``:
+`runs` only.
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ def call(argv: list[str], url: str) -> tuple[Any, str, str]:
 
 
 def poll(url: str, log: Path, stop: Path, folder: Path, light: bool) -> None:
-    """Call the commands round after round until ``stop`` exists (see the module doc)."""
+    """Call the commands round after round until ``stop`` exists, then one last whole
+    round, so every command answers the finished run too (see the module doc)."""
     phase, status, committed = "waiting", None, False
     with log.open("w") as sink:
-        while not stop.exists():
+        while True:
+            last = stop.exists()
             for argv in cycle(folder, light, committed):
                 started = time.process_time()
                 code, out, first = call(argv, url)
@@ -66,8 +69,8 @@ def poll(url: str, log: Path, stop: Path, folder: Path, light: bool) -> None:
                 sink.write(json.dumps({**record, "cpu": cpu}) + "\n")
                 sink.flush()
                 time.sleep(POLL_S)
-                if stop.exists():
-                    return
+            if last:
+                return
 
 
 if __name__ == "__main__":

@@ -271,9 +271,14 @@ def test_readers_polling_a_run_never_fail_and_change_nothing(
     assert not [c for c in calls if "older than this program" in c["error"]]
     for _, proc in readers:
         assert proc.returncode == 0, proc.stderr
-    # the readers read while the run wrote: every command answered a running run
+    # the readers read while the run wrote, and every command answered the stored run; which
+    # commands fall inside the run's few seconds depends on the machine's speed (a quiet CI
+    # machine finished the run before the individual commands' first round), so only `runs`
+    # and at least one heavier reader are required to have answered a running run
     while_running = {" ".join(c["argv"][:1]) for c in judged if c["run"] == "running"}
-    assert while_running >= {"runs", "report", "check", "audit", "lineage", "blame", "diff"}, while_running
+    answered = {" ".join(c["argv"][:1]) for c in judged}
+    assert "runs" in while_running and len(while_running) >= 2, while_running
+    assert answered >= {"runs", "report", "check", "audit", "lineage", "blame", "diff"}, answered
     assert stored(url) == unread
     assert unread["status"][0] == "finished"
     assert result["run_id"] in (tmp_path / "full" / "report.html").read_text()  # the last one written
