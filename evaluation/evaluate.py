@@ -7,16 +7,15 @@ Every outcome is an ``EvalResult``. A failure is data (``invalid``, ``nan``, ``o
 from __future__ import annotations
 
 import dataclasses
-import os
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
-from safetensors.torch import save_model
 from torch import nn
+
+from phenotype.weights import weights_bytes
 
 from .budget import learning_rate, training_flops
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
@@ -95,12 +94,9 @@ def evaluate(
 
 
 def safetensors_bytes(model: nn.Module) -> bytes:
-    """The model's weights as a safetensors file's bytes (shared tensors stored once)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "weights.safetensors")
-        save_model(model.cpu(), path)
-        with open(path, "rb") as f:
-            return f.read()
+    """The model's weights as a safetensors file's bytes: shared tensors stored once, the
+    same bytes in every process (`phenotype.weights`)."""
+    return weights_bytes(model.cpu())
 
 
 def train_model(

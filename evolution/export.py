@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_file, save_model
+from safetensors.torch import load_model, save_file
 
 from evolution.errors import UsageError
 from genome import Genome
 from phenotype import DogmaModel, account, decode
 from phenotype.standalone.writer import check_package, write_package
+from phenotype.weights import save_weights
 from store import IndividualRecord, Store
 
 WEIGHTS_ARTIFACT = "weights"
@@ -162,7 +163,7 @@ def _write_standalone(
     program = _export_program(model, example)
     dynamic = bool(program.range_constraints)
     torch.export.save(program, str(tmp / "model.pt2"))
-    save_model(model, str(tmp / "model.safetensors"))
+    save_weights(model, tmp / "model.safetensors")
     package = write_package(model, genome, tmp)
     check_package(package["package"], example, expected)
     (tmp / "README.md").write_text(provenance + _standalone_loading(genome, dynamic, tuple(example.shape)))

@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_model
 
 import phenotype
 from genome import Genome
 from phenotype import DogmaModel
 from phenotype.blocks.base import BlockConfig
+from phenotype.weights import save_weights
 
 PACKAGE = "dogma_model"
 FORMAT = "dogma_model/1"  # the template's FORMAT
@@ -339,7 +339,7 @@ def write_package(model: DogmaModel, genome: Genome, out_dir: str | Path) -> dic
             "model": config_json(model.cfg),
         }
         (root / "config.json").write_text(json.dumps(document, indent=1) + "\n")
-        save_model(model, str(root / "model.safetensors"))
+        save_weights(model, root / "model.safetensors")
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
