@@ -51,12 +51,13 @@ def stopping(
 ) -> dict[str, Any]:
     """The config overrides for ``generations`` more generations and/or ``evaluations`` more
     real evaluations (the one not given is then unbounded); {} when neither is given: the
-    search's own settings."""
+    search's own settings. A search with nothing committed makes generation 0 (the seeds)
+    first: ``generations=0`` makes only that."""
     if generations is None and evaluations is None:
         return {}
-    for name, value in (("generations", generations), ("evaluations", evaluations)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise UsageError(f"optimize: {name} must be a positive int, not {value!r}")
+    for name, value, least in (("generations", generations, 0), ("evaluations", evaluations, 1)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise UsageError(f"optimize: {name} must be an int of at least {least}, not {value!r}")
     return {
         # offspring generations in all: generation 0 (the seeds) comes with the first ones
         "generations": None if generations is None else max(last_generation, 0) + generations,

@@ -79,11 +79,11 @@ class Search:
         are free); neither: to the settings it was made with (`RunConfig.generations`,
         `max_evaluations`). Each callback is called as ``callback(search, report)``
         (`GenerationReport`) after every committed generation; see `evolution.study.running`
-        for what an exception in one, `stop()` and Ctrl-C leave behind. Refused (UsageError):
-        a run another live driver holds, a user task whose code changed since it was pinned."""
+        for what an exception in one, `stop()` and Ctrl-C leave behind. Refused: a user task
+        whose code changed since it was pinned (UsageError), a run another live driver
+        holds (`store.liveness.RunHeld`)."""
         from evolution.engine import Engine  # torch
         from evolution.evaluating import Evaluator
-        from store.liveness import RunHeld
 
         view = RunView(self.store, self.run_id)  # KeyError: no such run
         spent = Evaluator(view.config, view.space, self.store, self.run_id, lambda k, d: None).count_spent()
@@ -97,8 +97,6 @@ class Search:
             engine = Engine.resume(self.run_id, self.store, None, on_event=on_event, **overrides)
         except (KeyError, ValueError) as e:  # not a search; a user task's code changed
             raise UsageError(str(e).strip("'\"")) from None
-        except RunHeld as e:  # another driver runs it now
-            raise UsageError(f"{e}: resume run {e.run_id} once it has stopped") from None
         self.engine = engine
         self.population = drive(engine, self.store, self.on_ladder_point)
 
