@@ -37,9 +37,7 @@ def test_the_example_is_one_block_that_names_its_file() -> None:
 def test_the_readme_python_example_runs_as_written_in_an_empty_folder(tmp_path: Path) -> None:
     name, source = python_example()
     (tmp_path / name).write_text(source, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, name], cwd=tmp_path, capture_output=True, text=True, timeout=900
-    )
+    proc = subprocess.run([sys.executable, name], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:3]] == ["generation 0", "generation 1", "generation 2"]
