@@ -1,5 +1,8 @@
 """Evolution: the DEAP loop that breeds, evaluates, selects and records DOGMA genomes.
 
+    create_search(store, task=..., **settings) / load_search(store, run_id)   a `Search` from
+                                                Python: optimize, best_individual, pareto_front,
+                                                evaluations_dataframe, export (evolution.study)
     Engine(RunConfig(...), store, pool).run()   one search, committed generation by generation
     Engine.resume(run_id, store, pool)          continue a run from its last committed generation
     SPACES / DogmaSpace / NB201Space            search spaces behind one protocol (spaces/contract.py)
@@ -19,6 +22,10 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
+    "create_search": "evolution.study",
+    "load_search": "evolution.study",
+    "Search": "evolution.study",
+    "Individual": "evolution.study",
     "Engine": "evolution.engine",
     "RunConfig": "evolution.config",
     "best_of": "evolution.engine",

@@ -42,6 +42,7 @@ from typing import Any
 
 from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
+from evaluation.tasks.imported import import_recorded
 from evaluation.transfer import spearman
 from evolution import assisted
 from evolution.config import RunConfig
@@ -179,6 +180,10 @@ class Engine:
     def resume(
         cls, run_id: str, store: Store, pool: Pool | None, on_event: Event | None = None, **overrides: Any
     ) -> Engine:
+        """The engine of stored run ``run_id``, its config updated by ``overrides`` (how far and
+        where it runs), claimed by this driver (`RunHeld` while another is alive). Refused: an
+        unknown run or one that is no search (`KeyError`), a user task whose code cannot be
+        imported or changed since it was pinned (`TaskCodeError`, a `ValueError`)."""
         record = store.get_run(run_id)
         if record is None:
             raise KeyError(f"no run {run_id!r} in this store")
@@ -186,6 +191,8 @@ class Engine:
             raise KeyError(f"run {run_id} is an evolve scale ladder, not a search: run evolve scale again")
         if record.kind == "ablate":  # its generations are trainings of variants
             raise KeyError(f"run {run_id} is an evolve ablate run, not a search: run evolve ablate again")
+        # a user's task runs with the code it was pinned to, or not at all (TaskCodeError)
+        import_recorded(record.task.split(","), f"resuming run {run_id}")
         config = RunConfig.from_dict({**record.config, **overrides})
         engine = cls(config, store, pool, run_id=run_id, on_event=on_event)  # claims: RunHeld
         store.set_run_status(run_id, "running")

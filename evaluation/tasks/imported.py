@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -305,6 +305,23 @@ def _draw(task: Task, where: str) -> tuple[torch.Tensor, torch.Tensor]:
     return out[0], out[1]
 
 
+def import_recorded(texts: Iterable[str], why: str) -> dict[str, dict[str, Any]]:
+    """Import each pinned user task among ``texts`` (a store's task texts; built-in names and
+    datasets are skipped) with the code it was pinned to: {text: record}. Code that cannot be
+    imported, or whose fingerprint is not the pinned one, is a one-line
+    :class:`TaskCodeError` naming ``why`` (what needs it: "resuming run R"). Every command and
+    library call that runs a stored user task (a resume, an export, a replay) comes here."""
+    records: dict[str, dict[str, Any]] = {}
+    for text in dict.fromkeys(t.strip() for t in texts):
+        if not is_pinned(text):
+            continue
+        try:
+            records[text] = load(text)[2]
+        except ValueError as error:
+            raise TaskCodeError(f"{error}; {why} needs the code the run was made with") from None
+    return records
+
+
 def pin(text: str) -> tuple[str, dict[str, Any]]:
     """The canonical text of the user task ``text`` and its record (module docstring),
     after importing it and checking the contract."""
@@ -374,6 +391,7 @@ __all__ = [
     "canonical_text",
     "check_contract",
     "facts",
+    "import_recorded",
     "is_pinned",
     "load",
     "parse_spec",

@@ -1,12 +1,14 @@
 """`evolve run`: one search on the embedded defaults or the options given, `--resume` to
 continue one, `--ladder` to take its elite up a size ladder, `--report` for a live HTML page.
 
-The command holds its run while it works (`store.liveness`: `engine.liveness` around the
-pool, the search and the ladder): a second `evolve run --resume` of the same run is refused
-while this one is alive. Ctrl-C (SIGINT) stops it cleanly: the generation in flight is
-either committed whole (one transaction) or discarded, the run stays `running` without a
-driver (readers show it `interrupted`), one line names `evolve run --resume RUN`, and the
-exit code is 130.
+A thin layer over the library (`evolution.study`): the options become `create_search`'s
+settings (or `load_search`'s with `--resume`), `Search.optimize` runs the search (and the
+ladder), and this module prints. The run is held while it works (`store.liveness`: the
+engine's liveness around the pool, the search and the ladder): a second `evolve run
+--resume` of the same run is refused while this one is alive. Ctrl-C (SIGINT) stops it
+cleanly: the generation in flight is either committed whole (one transaction) or
+discarded, the run stays `running` without a driver (readers show it `interrupted`), one
+line names `evolve run --resume RUN`, and the exit code is 130.
 
 The options come from `RunConfig` (torch-free); the engine, the pool and the summaries load
 torch (and Ray, and plotly for `--report`), so `cmd_run` imports them when it runs: every
@@ -15,30 +17,22 @@ torch (and Ray, and plotly for `--report`), so `cmd_run` imports them when it ru
 from __future__ import annotations
 
 import argparse
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
 
-from evolution.cli.output import emit_json, err, open_store, out
+from evolution.cli.output import emit_json, err, out
 from evolution.cli.tasks import import_stored_tasks, say_imported
 from evolution.config import RunConfig, cli_fields, switch
 from evolution.errors import UsageError
 from evolution.objectives import quality_of
-from evolution.preflight import check_feasible
 from evolution.progress import RunProgress, ladder_point_printer
 from evolution.selection import pareto_front
 
 if TYPE_CHECKING:
-    from evaluation.protocol import Pool
-    from evolution.engine import Engine
     from store import Store
 
-# what --resume takes from the command line: how far and where it runs, and a ladder after it
-RESUME_OVERRIDES: tuple[str, ...] = ("generations", "workers", "ray_address", "ladder", "target_params")
-RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens", "timeout_s")
 #: The exit code of a run stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
 EXIT_INTERRUPTED = 130
 RUN_EPILOG = (
@@ -56,91 +50,58 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def _pool_for(engine: Engine, store: Store) -> AbstractContextManager[Pool]:
-    """The space's own in-process pool (a table look-up: no Ray), else Ray's pool."""
-    local = engine.space.local_pool()
-    if local is not None:
-        return nullcontext(local)
-    from evolution.pools import ray_pool
-
-    config = engine.config
-    return ray_pool(store, engine.run_id, config.workers, config.ray_address, config.timeout_s)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    from evolution.engine import Engine, best_of  # torch, as the summaries
+    """Parse, then the library (`evolution.study`: `create_search` or `load_search`, then
+    `Search.optimize`), then print."""
+    from evolution.engine import best_of  # torch, as the summaries and the library
     from evolution.report.summary import individual_summary, run_transfer_summary
+    from evolution.study import create_search, load_search
+    from evolution.study.running import RESUME_OVERRIDES, invocation_candidates
     from store.liveness import RunHeld
 
     overrides = run_overrides(args)
-    try:
-        config = RunConfig(**overrides)  # every check; on --resume too, for the flags given
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if not args.resume:
-        say_imported(config.task_code)  # a user's task was imported by RunConfig
-        check_feasible(config)  # before the store or a run exists
-    store = open_store(args.store, create=not (args.resume or config.memory_from))
     if args.resume:
-        args.resume = store.resolve_run(args.resume)
-        stored = store.get_run(args.resume)
-        if stored is not None:  # its user tasks, imported with the code they were pinned to
-            import_stored_tasks(stored.task.split(","), f"resuming run {stored.id}")
-    if config.memory_from:
-        config = replace(config, memory_from=store.resolve_run(config.memory_from))
-    progress = RunProgress(enabled=not args.quiet)
-    with progress:
-        if args.resume:
-            config_overrides = {k: v for k, v in overrides.items() if k in RESUME_OVERRIDES}
-            try:
-                engine = Engine.resume(
-                    args.resume, store, None, on_event=progress.on_event, **config_overrides
-                )
-            except KeyError as e:
-                raise UsageError(str(e).strip("'\"")) from None
-            except RunHeld as e:  # another evolve run drives it now
-                raise UsageError(f"{e}: evolve run --resume {e.run_id} once it has stopped") from None
-        else:
-            try:
-                engine = Engine(config, store, None, on_event=progress.on_event)
-            except (KeyError, ValueError) as e:  # --memory-from: no such run, or another space's
-                raise UsageError(str(e).strip("'\"")) from None
-        progress.start(engine.run_id, engine.config)
-        if args.report:  # the HTML report, rewritten after committed generations
-            from evolution.report.html import live_report  # plotly (and torch): only --report draws
-
-            engine.on_event = live_report(store, engine.run_id, args.report, engine.on_event)
-        interrupted: str | None = None  # the run Ctrl-C stopped
-        try:  # held (heartbeat) from here; released however the block ends
-            with engine.liveness, _pool_for(engine, store) as pool:
-                engine.pool = pool
-                try:
-                    population = engine.run()
-                except KeyboardInterrupt:  # not a failure: --resume continues it
-                    raise
-                except BaseException:
-                    store.set_run_status(engine.run_id, "failed")
-                    raise
-                if engine.config.ladder:  # the elite up a size ladder, on the same pool
-                    _run_ladder(engine, store, population, pool, progress)
-        except ConnectionError as e:  # e.g. --ray-address that nothing answers at
+        try:
+            RunConfig(**overrides)  # every check of the flags given
+        except ValueError as e:
             raise UsageError(str(e)) from None
-        except KeyboardInterrupt:
-            interrupted = engine.run_id
-    if interrupted is not None:
-        return _interrupted(store, interrupted)
+        given = {k: v for k, v in overrides.items() if k in RESUME_OVERRIDES}
+        search = load_search(args.store, args.resume, **given)
+        # its user tasks, imported with the code they were pinned to (and named on stderr)
+        import_stored_tasks(search.run.task.split(","), f"resuming run {search.run_id}")
+    else:
+        search = create_search(args.store, **overrides)  # every check, before a run exists
+        say_imported(search.config.task_code)  # a user's task was imported by RunConfig
+    store = search.store
+    progress = RunProgress(enabled=not args.quiet)
+    search.on_event = progress.on_event
+    if args.report:  # the HTML report, rewritten after committed generations
+        from evolution.report.html import live_report  # plotly (and torch): only --report draws
+
+        search.on_event = live_report(store, search.run_id, args.report, progress.on_event)
+    if progress.enabled:
+        search.on_ladder_point = ladder_point_printer(progress.console, progress.t0)
+    interrupted = False
+    with progress:
+        progress.start(search.run_id, RunConfig.from_dict({**search.run.config, **search.overrides}))
+        try:
+            search.optimize()
+        except RunHeld as e:  # another evolve run drives it now
+            raise UsageError(f"{e}: evolve run --resume {e.run_id} once it has stopped") from None
+        except KeyboardInterrupt:  # not a failure: --resume continues it
+            interrupted = True
+    if interrupted:
+        return _interrupted(store, search.run_id)
+    engine = search.engine
+    assert engine is not None  # optimize ran it
     if args.report:  # the final state (the run's status and stop reason too)
         from evolution.report.html import write_report  # plotly (and torch): only --report draws
 
         write_report(store, engine.run_id, args.report)
-    # aging and local search let their best members die: best and front are drawn from every
-    # child this invocation evaluated in full, besides the final population
-    kept = {id(c) for c in population}
-    seen = population + [c for _, c in engine.history if c.record.final and id(c) not in kept]
+    seen = invocation_candidates(engine, search.population)
     best = best_of(seen)
     front = pareto_front(seen, floor=engine.config.quality_floor)
-    run = store.get_run(engine.run_id)
-    assert run is not None  # the engine created or resumed it
+    run = search.run
     result = {
         "run_id": engine.run_id,
         "best": individual_summary(best),
@@ -172,15 +133,6 @@ def _interrupted(store: Store, run_id: str) -> int:
         f"evolve: interrupted: run {run_id} stopped ({kept}); continue it: evolve run --resume {run_id}"
     )
     return EXIT_INTERRUPTED
-
-
-def _run_ladder(engine: Engine, store: Store, population: list[Any], pool: Pool, progress: Any) -> None:
-    from evolution.scale.search_ladder import run_ladder  # torch
-
-    run = store.get_run(engine.run_id)
-    assert run is not None
-    on_point = ladder_point_printer(progress.console, progress.t0) if progress.enabled else None
-    run_ladder(store, engine.run_id, run.last_generation, population, engine.config, pool, on_point)
 
 
 def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:

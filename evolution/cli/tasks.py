@@ -40,17 +40,14 @@ def pin_task_option(text: str) -> str:
 
 def import_stored_tasks(texts: Iterable[str], why: str) -> None:
     """Import each user task among ``texts`` (pinned texts from a store) for a command that
-    trains on them; a missing module or changed code is a ``UsageError`` naming ``why``."""
-    from evaluation.tasks.imported import is_pinned, load  # torch
+    trains on them (`evaluation.tasks.imported.import_recorded`, the library's rule); a
+    missing module or changed code is a ``UsageError`` naming ``why``."""
+    from evaluation.tasks.imported import import_recorded  # torch
 
-    records = {}
-    for text in dict.fromkeys(t.strip() for t in texts):
-        if not is_pinned(text):  # a built-in task or a table's dataset: nothing to import
-            continue
-        try:
-            records[text] = load(text)[2]
-        except ValueError as e:
-            raise UsageError(f"{e}; {why} needs the code the run was made with") from None
+    try:
+        records = import_recorded(texts, why)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     say_imported(records)
 
 

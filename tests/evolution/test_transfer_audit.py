@@ -18,10 +18,10 @@ from evaluation import EvalResult
 from evaluation.table import InProcessPool
 from evaluation.transfer import MIN_INTERVAL_PAIRS, WEAK_TRANSFER, is_weak, rank_transfer
 from evolution.cli import main as cli
-from evolution.cli import run as cli_run
 from evolution.engine import Engine, RunConfig
 from evolution.evaluating import quality_of
 from evolution.report.summary import report_lines, run_report
+from evolution.study import running as study_running
 from evolution.transfer_audit import transfer_warning
 from store import Store, TransferIn
 
@@ -148,7 +148,7 @@ class InvertingPool:
 
 def test_a_weak_transfer_warns_in_the_report_and_the_run_summary(tmp_path, monkeypatch, capsys):
     url = f"sqlite:///{tmp_path / 'weak.db'}"
-    monkeypatch.setattr(cli_run, "_pool_for", lambda engine, store: nullcontext(InvertingPool()))
+    monkeypatch.setattr(study_running, "pool_for", lambda engine, store: nullcontext(InvertingPool()))
     argv = ["run", "--store", url, "--task", "mqar", "--steps", "5", "--min-steps", "3", "--promote", "1"]
     argv += ["--population", "4", "--generations", "1", "--seed", "3", "--max-params", "12000", "--quiet"]
     assert cli.main(argv) == 0

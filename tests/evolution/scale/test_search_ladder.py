@@ -22,11 +22,11 @@ import pytest
 from evaluation import EvalRequest
 from evaluation.scaling import fit_power_law
 from evaluation.table import TableEvaluator
-from evolution.cli import run as cli_run
 from evolution.cli.main import main
 from evolution.config import RunConfig
 from evolution.scale.ladder import MIN_DECADES, Design
 from evolution.scale.search_ladder import compact_sizes, elite_of, extrapolate
+from evolution.study import running as study_running
 from genome import Genome
 from phenotype import account
 from store import LadderRankIn, Store, StoreError, TransferIn
@@ -175,7 +175,7 @@ def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pool = TableEvaluator(_table)
-    monkeypatch.setattr(cli_run, "_pool_for", lambda engine, store: nullcontext(pool))
+    monkeypatch.setattr(study_running, "pool_for", lambda engine, store: nullcontext(pool))
     db = f"sqlite:///{tmp_path / 'run.db'}"
     argv = ["run", "--population", "2", "--generations", "0", "--task", "compression", "--min-steps", "0"]
     argv += ["--objectives", "quality", "--ladder", "--ladder-elites", "2", "--store", db, "--json"]

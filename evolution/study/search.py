@@ -1,0 +1,171 @@
+"""`Search`: one stored search, driven and read from Python (Optuna's `Study` is the model).
+
+    search.optimize(generations=2, callbacks=[fn])   run on; fn(search, report) after each
+                                                     committed generation
+    search.best_individual / search.pareto_front     `Individual` records, the engine's rules
+    search.individuals() / search.evaluations()      every birth; one plain dict per evaluation
+    search.evaluations_dataframe()                   the same as a pandas DataFrame
+    search.export(path, individual=None, format="standalone"|"hf")
+
+A `Search` holds a store and a run id; everything it reports is read from the store, so it is
+the same in another process, after a resume, or while the run is being driven elsewhere.
+`create_search` and `load_search` (`evolution.study.opening`) make one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from evolution.errors import UsageError
+from evolution.study.results import Individual, RunView, dataframe, evaluation_rows
+from evolution.study.running import Callback, drive, events, stopping
+from evolution.types import Event
+
+if TYPE_CHECKING:
+    from evolution.config import RunConfig
+    from evolution.engine import Engine
+    from store import RunRecord, Store
+
+
+class Search:
+    """A search stored in ``store`` as run ``run_id`` (module docstring).
+
+    ``overrides`` are the `RunConfig` fields a resumed search takes anew
+    (`running.RESUME_OVERRIDES`: workers, ray_address, timeout_s, the ladder's options).
+    ``on_event(kind, data)`` sees the engine's progress ("generation", "result",
+    "committed"; `evolve run`'s display uses it), ``on_ladder_point`` each size-ladder
+    training. After `optimize`, ``engine`` and ``population`` are that call's."""
+
+    def __init__(
+        self, store: Store, run_id: str, overrides: dict[str, Any] | None = None, owns_store: bool = False
+    ):
+        self.store, self.run_id = store, run_id
+        self.overrides = dict(overrides or {})
+        self.owns_store = owns_store
+        self.on_event: Event | None = None
+        self.on_ladder_point: Any = None
+        self.engine: Engine | None = None
+        self.population: list[Any] = []
+        self.stop_requested = False
+
+    def __repr__(self) -> str:
+        return f"Search(run_id={self.run_id!r})"
+
+    # -- the run ---------------------------------------------------------------------------
+    @property
+    def run(self) -> RunRecord:
+        """The stored run: status, generations, evaluations, stop reason."""
+        record = self.store.get_run(self.run_id)
+        if record is None:
+            raise UsageError(f"no run {self.run_id} in this store")
+        return record
+
+    @property
+    def config(self) -> RunConfig:
+        """The settings the search was made with (`RunConfig`)."""
+        from evolution.config import RunConfig
+
+        return RunConfig.from_dict(self.run.config)
+
+    def optimize(
+        self,
+        generations: int | None = None,
+        evaluations: int | None = None,
+        callbacks: Sequence[Callback] = (),
+    ) -> None:
+        """Run the search on: ``generations`` more generations (the first call also makes
+        generation 0, the seeds) and/or ``evaluations`` more real evaluations (cache hits
+        are free); neither: to the settings it was made with (`RunConfig.generations`,
+        `max_evaluations`). Each callback is called as ``callback(search, report)``
+        (`GenerationReport`) after every committed generation; see `evolution.study.running`
+        for what an exception in one, `stop()` and Ctrl-C leave behind. Refused: a user task
+        whose code changed since it was pinned (UsageError), a run another live driver
+        holds (`store.liveness.RunHeld`)."""
+        from evolution.engine import Engine  # torch
+        from evolution.evaluating import Evaluator
+
+        view = RunView(self.store, self.run_id)  # KeyError: no such run
+        spent = Evaluator(view.config, view.space, self.store, self.run_id, lambda k, d: None).count_spent()
+        overrides = {
+            **self.overrides,
+            **stopping(self.run.last_generation, spent, generations, evaluations),
+        }
+        self.stop_requested = False
+        on_event = events(self, self.on_event, list(callbacks))
+        try:
+            engine = Engine.resume(self.run_id, self.store, None, on_event=on_event, **overrides)
+        except (KeyError, ValueError) as e:  # not a search; a user task's code changed
+            raise UsageError(str(e).strip("'\"")) from None
+        self.engine = engine
+        self.population = drive(engine, self.store, self.on_ladder_point)
+
+    def stop(self) -> None:
+        """From a callback: end `optimize` after the generation just committed (finished,
+        stop reason "stopped by Search.stop()"; a later `optimize` goes on)."""
+        self.stop_requested = True
+
+    # -- what it found ---------------------------------------------------------------------
+    @property
+    def best_individual(self) -> Individual:
+        """The best individual evaluated in full (quality, then fewer parameters); a
+        UsageError while none has been evaluated successfully."""
+        best = RunView(self.store, self.run_id).best()
+        if best is None:
+            raise UsageError(f"run {self.run_id} has no successfully evaluated individual yet")
+        return best
+
+    @property
+    def pareto_front(self) -> list[Individual]:
+        """The (quality ↑, parameters ↓) front of the individuals evaluated in full, best
+        quality first (below the quality floor only while none clears it)."""
+        return RunView(self.store, self.run_id).front()
+
+    def individuals(self) -> list[Individual]:
+        """Every birth of the search, oldest first, with its result on the run's task."""
+        return [i for _, i in RunView(self.store, self.run_id).candidates()]
+
+    def evaluations(self) -> list[dict[str, Any]]:
+        """One plain dict per evaluation (`results.COLUMNS`): every task, fidelity and seed."""
+        return evaluation_rows(self.store, self.run_id)
+
+    def evaluations_dataframe(self) -> Any:
+        """`evaluations()` as a pandas DataFrame, metrics as ``metrics.NAME`` columns (needs
+        pandas; ImportError otherwise)."""
+        return dataframe(self.evaluations())
+
+    def export(
+        self, path: str, individual: Individual | int | None = None, format: str = "standalone"
+    ) -> dict[str, Any]:
+        """Write ``individual`` (default: `best_individual`) as a standalone model directory
+        (``format="hf"``: a transformers one) at ``path``, which must not hold anything;
+        what was written (`evolution.export.export_individual`)."""
+        from evaluation.tasks.imported import import_recorded  # torch
+        from evolution.export import export_individual
+
+        chosen = self.best_individual if individual is None else individual
+        key = chosen if isinstance(chosen, int) else chosen.id
+        record = self.store.individual(key)
+        if record is None or record.run_id != self.run_id:
+            raise UsageError(f"no individual {key} in run {self.run_id}")
+        if record.evaluation is not None:  # its example batch (and a replay) runs the task's code
+            try:
+                import_recorded([record.evaluation.task], f"exporting individual {record.id}")
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+        return export_individual(self.store, record, str(path), fmt=format)
+
+    # -- the store -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the store when this search opened it (from a URL)."""
+        if self.owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Search:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Search"]
