@@ -64,8 +64,9 @@ from benchmarks.soak_infra import (
     reader_failures,
 )
 
-#: The search: small enough for two CPUs, long enough for the kills to land in every phase.
-SEARCH = ("--population", "4", "--generations", "10", "--steps", "5", "--seed", "11")
+#: The search: small enough for two CPUs, long enough for ten kills to land in every phase (with
+#: ten generations, a loaded machine finished the run before the tenth kill could strike).
+SEARCH = ("--population", "4", "--generations", "20", "--steps", "5", "--seed", "11")
 DRIVER, NODE, POSTGRES = "driver SIGKILL", "worker node SIGKILL", "PostgreSQL crash-restart"
 RETRY = "driver SIGKILL at once"  # struck as a DRIVER event, right after a worker node kill
 
@@ -534,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-kills", type=int, default=Plan.node_kills, help="worker node SIGKILLs (1)")
     parser.add_argument("--restarts", type=int, default=Plan.restarts, help="PostgreSQL crash-restarts (1)")
     parser.add_argument("--readers", type=int, default=Plan.readers, help="processes polling evolve runs (1)")
-    parser.add_argument("--generations", type=int, default=10, help="the search's offspring generations (10)")
+    parser.add_argument("--generations", type=int, default=20, help="the search's offspring generations (20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill schedule (0)")
     parser.add_argument("--max-minutes", type=float, default=60.0, help="bound on the whole soak (60)")
     parser.add_argument("--json", type=Path, help="write the outcome here")
