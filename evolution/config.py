@@ -62,6 +62,7 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "target_params": (1, None),
     "ladder_elites": (1, 1_000),
     "ladder_tokens": (1, None),
+    "ladder_tokens_per_param": (0.001, 1_000_000),
     "ladder_seeds": (2, 100),
 }
 MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
@@ -216,12 +217,14 @@ class RunConfig:
     ladder: bool = field(
         default=False,
         metadata=cli(
-            "after the last generation, train the Pareto elite at 4 sizes on bytelm, fit "
-            "L(N) = E + A·N^-α each and rank it by the loss extrapolated to --target-params"
+            "after the last generation, train the Pareto elite at 4 sizes on bytelm_en (20 tokens "
+            "per non-embedding parameter), fit L(N) = E + A·N^-α each and rank it by the loss "
+            "extrapolated to --target-params"
         ),
     )
     target_params: float = field(
-        default=1e6, metadata=cli("ladder: the size the elite is ranked at (1000000)", metavar="N")
+        default=1e6,
+        metadata=cli("ladder: the non-embedding size the elite is ranked at (1000000)", metavar="N"),
     )
     ladder_sizes: tuple[str, ...] | None = field(
         default=None,
@@ -232,12 +235,21 @@ class RunConfig:
         ),
     )
     ladder_elites: int = field(default=6, metadata=cli("ladder: at most this many of the Pareto elite (6)"))
-    ladder_tokens: float = field(
-        default=2e5, metadata=cli("ladder: training tokens of every size (200000)", metavar="D")
+    ladder_tokens_per_param: float = field(
+        default=20.0,
+        metadata=cli("ladder: training tokens per non-embedding parameter of every size (20)", metavar="R"),
+    )
+    ladder_tokens: float | None = field(
+        default=None,
+        metadata=cli(
+            "ladder: one token count for every size instead (fixed data: ranks which design learns "
+            "most from D tokens, not a scaling law)",
+            metavar="D",
+        ),
     )
     # -- library only -----------------------------------------------------------------------
     ladder_seeds: int = 2  # per size: an interval needs 2
-    ladder_task: str = "bytelm"
+    ladder_task: str = "bytelm_en"  # real English text, split by document (evaluation.tasks.corpus)
     ladder_axis: str = "both"
     ladder_timeout_s: float = 3_600.0  # per ladder point
     crossover_rate: float = 0.2

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 # what --resume takes from the command line: how far and where it runs, and a ladder after it
 RESUME_OVERRIDES: tuple[str, ...] = ("generations", "workers", "ray_address", "ladder", "target_params")
-RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens", "timeout_s")
+RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens", "ladder_tokens_per_param", "timeout_s")
 #: The exit code of a run stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
 EXIT_INTERRUPTED = 130
 RUN_EPILOG = (

@@ -9,10 +9,14 @@ each elite individual:
   together by default) into ``ladder_sizes`` or, by default, a **compact ladder**: its
   smallest valid model ``N₀``, the first model with ``N ≥ 10^1.5·N₀`` (the least span a fit
   accepts) and the two models nearest the log-even sizes between them;
-* trains every size ``ladder_seeds`` times on ``ladder_task`` (bytelm) for ``ladder_tokens``
-  tokens each, through the run's own Ray pool; the points are the elite's **scale run**
-  (``evolution.scale.train``: ``kind: "scale"``, natural keys), so a killed ladder resumes without
-  retraining and ``evolve scale`` of the same genome and sizes finds the same points;
+* trains every size ``ladder_seeds`` times on ``ladder_task`` (``bytelm_en``, real English
+  text) for ``ladder_tokens_per_param`` (20) tokens per non-embedding parameter, or with
+  ``ladder_tokens`` one fixed count for every size (a fixed-data ladder: labelled, not a
+  scaling law, `evolution.scale.regime`), through the run's own Ray pool; a size over the
+  epoch cap (4 passes over the text) leaves its elite unranked with the reason; the points
+  are the elite's **scale run** (``evolution.scale.train``: ``kind: "scale"``, natural keys),
+  so a killed ladder resumes without retraining and ``evolve scale`` of the same genome and
+  sizes finds the same points;
 * fits ``L(N) = E + A·N^(−α)`` (``evaluation.scaling``) and extrapolates to
   ``target_params``: ``L̂ = E + A·target^(−α)``, with the fit's bootstrap replicates giving
   the interval (percentiles, widened by the same Student factor as the fit's own).
@@ -58,12 +62,19 @@ class LadderSettings:
 
     elites: int
     sizes: tuple[float, ...] | None
-    tokens: int
+    tokens: int | None  # a fixed-data ladder; None: tokens_per_param
     seeds: int
     task: str
     axis: str
     target_params: float
     timeout_s: float
+    tokens_per_param: float = 20.0
+
+    @property
+    def budget(self) -> Budget:
+        if self.tokens is not None:
+            return Budget(tokens=self.tokens)
+        return Budget(per_param=self.tokens_per_param)
 
     @classmethod
     def of(cls, config: Any) -> LadderSettings:
@@ -71,12 +82,13 @@ class LadderSettings:
         return cls(
             config.ladder_elites,
             sizes,
-            round(config.ladder_tokens),
+            None if config.ladder_tokens is None else round(config.ladder_tokens),
             config.ladder_seeds,
             config.ladder_task,
             config.ladder_axis,
             float(config.target_params),
             config.ladder_timeout_s,
+            float(getattr(config, "ladder_tokens_per_param", 20.0)),
         )
 
 
@@ -89,7 +101,7 @@ def compact_sizes(design: Design, axis: str) -> list[float]:
         g = design.genome(shape)
         if g is None:
             continue
-        p = account(g).params
+        p = account(g).non_embedding_params
         if not found or p > found[-1]:
             found.append(p)
         if p >= found[0] * 10**MIN_DECADES:
@@ -174,7 +186,7 @@ def plan_elite(candidates: Sequence[Any], settings: LadderSettings) -> list[Elit
                 settings.axis,
                 settings.task,
                 sizes,
-                [Budget(tokens=settings.tokens)],
+                [settings.budget],
                 settings.seeds,
                 settings.timeout_s,
             )
