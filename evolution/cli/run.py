@@ -213,7 +213,9 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
     if result.get("ladder"):
         from evolution.scale.ladder_report import ladder_lines  # torch
 
-        for line in ladder_lines(result["ladder"], result["ladder_transfer"], result["ladder_warning"]):
+        for line in ladder_lines(
+            result["ladder"], result["ladder_transfer"], result["ladder_warning"], result.get("ladder_regime")
+        ):
             console.print(line)
     console.print(
         f"next: evolve audit {best['id']}   evolve export --run {result['run_id']} --best -o best-model"

@@ -418,6 +418,9 @@ def report_lines(data: dict[str, Any]) -> list[str]:
     if data["transfer_warning"]:
         lines.append(data["transfer_warning"])
     lines += ladder_lines(
-        data.get("ladder") or [], data.get("ladder_transfer") or [], data.get("ladder_warning")
+        data.get("ladder") or [],
+        data.get("ladder_transfer") or [],
+        data.get("ladder_warning"),
+        data.get("ladder_regime"),
     )
     return lines

@@ -14,12 +14,13 @@ from store import Store
 def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
     """``ladder``: the ranked rows of the run's latest ladder (best first; [] without one),
     ``ladder_transfer``: its rank correlations, ``ladder_warning``: a line when the search's
-    order did not hold up the ladder (Spearman ρ < 0.3)."""
+    order did not hold up the ladder (Spearman ρ < 0.3), ``ladder_regime``: what its budget
+    makes of the fit (`evolution.scale.regime`: a fixed-data ladder is not a scaling law)."""
     from evolution.scale.search_ladder import ladder_row_dict
 
     rows = store.ladder(run_id)
     if not rows:
-        return {"ladder": [], "ladder_transfer": [], "ladder_warning": None}
+        return {"ladder": [], "ladder_transfer": [], "ladder_warning": None, "ladder_regime": None}
     last = max(r.generation for r in rows)
     transfer = [
         transfer_dict(t)
@@ -39,7 +40,25 @@ def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
         "ladder": [{"generation": r.generation, **ladder_row_dict(r)} for r in rows if r.generation == last],
         "ladder_transfer": transfer,
         "ladder_warning": warning,
+        "ladder_regime": regime_of(store, run_id),
     }
+
+
+def regime_of(store: Store, run_id: str) -> str | None:
+    """The regime line of a run's ladder, from its config's budget (a run stored before
+    ``ladder_tokens_per_param`` existed trained a fixed ``ladder_tokens``)."""
+    from evolution.scale.regime import classify
+
+    run = store.get_run(run_id)
+    if run is None:
+        return None
+    config = run.config
+    tokens = config.get("ladder_tokens")
+    per_param = config.get("ladder_tokens_per_param", 20.0)
+    if tokens is None and per_param is None:
+        return None
+    regime = classify(None if tokens is not None else float(per_param), tokens and round(tokens), [], None)
+    return regime.message
 
 
 def individual_ladder(store: Store, run_id: str, individual_id: int) -> dict[str, Any] | None:
@@ -60,13 +79,19 @@ def loss_text(row: dict[str, Any]) -> str:
 
 
 def ladder_lines(
-    rows: list[dict[str, Any]], transfer: list[dict[str, Any]], warning: str | None = None
+    rows: list[dict[str, Any]],
+    transfer: list[dict[str, Any]],
+    warning: str | None = None,
+    regime: str | None = None,
 ) -> list[str]:
-    """The ladder as text lines: one per elite individual, then the transfer."""
+    """The ladder as text lines: one per elite individual, then the transfer and the regime."""
     if not rows:
         return []
     target = rows[0]["target_params"]
-    lines = [f"ladder: the elite ranked by loss extrapolated to {target:,.0f} parameters (95% intervals):"]
+    lines = [
+        f"ladder: the elite ranked by loss extrapolated to {target:,.0f} non-embedding parameters "
+        "(95% intervals):"
+    ]
     for r in rows:
         rank = "-" if r["rank"] is None else str(r["rank"])
         quality = "?" if r["quality"] is None else f"{r['quality']:.3f}"
@@ -75,6 +100,8 @@ def ladder_lines(
         )
     for t in transfer:
         lines.append(f"  transfer {t['lower_fidelity']} -> {t['higher_fidelity']}: {correlation_text(t)}")
+    if regime:
+        lines.append(f"  regime: {regime}")
     if warning:
         lines.append(warning)
     return lines

@@ -201,7 +201,8 @@ def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(
     code, out, _ = _evolve("report", "--store", db, "--json")
     assert json.loads(out)["ladder"] == data["ladder"]
     code, text, _ = _evolve("report", "--store", db)
-    assert "ladder: the elite ranked by loss extrapolated to 1,000,000 parameters" in text
+    assert "ladder: the elite ranked by loss extrapolated to 1,000,000 non-embedding parameters" in text
+    assert "regime: compute-optimal scaling law: 20 tokens per non-embedding parameter" in text
     page = tmp_path / "report.html"
     code, _, err = _evolve("report", "--store", db, "--html", str(page))
     assert code == 0, err
@@ -225,3 +226,17 @@ def test_a_ladder_that_cannot_fit_is_kept_unranked_with_its_reason() -> None:
     elite = EliteLadder(7, 0.5, _Plan())  # type: ignore[arg-type]  # no point trained
     assert rank_elite([elite], 1e6) == [None]
     assert elite.note.startswith("individual 7:") and elite.loss is None and elite.fit is None
+
+
+def test_the_ladder_regime_comes_from_the_run_budget(tmp_path: Path) -> None:
+    from evolution.scale.ladder_report import regime_of
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with Store(url) as store:
+        fixed = RunConfig(ladder=True, ladder_tokens=200_000, task="compression").to_dict()
+        per_param = RunConfig(ladder=True, task="compression").to_dict()
+        old = {k: v for k, v in fixed.items() if k != "ladder_tokens_per_param"}  # a run of before
+        runs = [store.create_run(c, seed=0, task="compression") for c in (fixed, per_param, old)]
+        texts = [regime_of(store, r) or "" for r in runs]
+    assert "fixed-data ladder" in texts[0] and "not a scaling law" in texts[0]
+    assert texts[1].startswith("compute-optimal scaling law") and texts[2] == texts[0]
