@@ -22,6 +22,7 @@ from typing import Any
 from evaluation.budget import BUDGETS
 from evaluation.options import PRECISIONS
 from evolution.objectives import OBJECTIVES, QUALITY, check_objectives
+from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
 from evolution.spaces.registry import SPACES
 from evolution.strategies import STRATEGIES, STRATEGY_HELP
 
@@ -217,7 +218,7 @@ class RunConfig:
     ladder: bool = field(
         default=False,
         metadata=cli(
-            "after the last generation, train the Pareto elite at 4 sizes on bytelm_en (20 tokens "
+            "after the last generation, train the Pareto elite at 4 sizes on bytelm_en (5 tokens "
             "per non-embedding parameter), fit L(N) = E + A·N^-α each and rank it by the loss "
             "extrapolated to --target-params"
         ),
@@ -236,8 +237,11 @@ class RunConfig:
     )
     ladder_elites: int = field(default=6, metadata=cli("ladder: at most this many of the Pareto elite (6)"))
     ladder_tokens_per_param: float = field(
-        default=20.0,
-        metadata=cli("ladder: training tokens per non-embedding parameter of every size (20)", metavar="R"),
+        default=LADDER_TOKENS_PER_PARAM,
+        metadata=cli(
+            "ladder: training tokens per non-embedding parameter of every size (5; 20: compute-optimal)",
+            metavar="R",
+        ),
     )
     ladder_tokens: float | None = field(
         default=None,

@@ -47,6 +47,7 @@ def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
 def regime_of(store: Store, run_id: str) -> str | None:
     """The regime line of a run's ladder, from its config's budget (a run stored before
     ``ladder_tokens_per_param`` existed trained a fixed ``ladder_tokens``)."""
+    from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
     from evolution.scale.regime import classify
 
     run = store.get_run(run_id)
@@ -54,7 +55,7 @@ def regime_of(store: Store, run_id: str) -> str | None:
         return None
     config = run.config
     tokens = config.get("ladder_tokens")
-    per_param = config.get("ladder_tokens_per_param", 20.0)
+    per_param = config.get("ladder_tokens_per_param", LADDER_TOKENS_PER_PARAM)
     if tokens is None and per_param is None:
         return None
     regime = classify(None if tokens is not None else float(per_param), tokens and round(tokens), [], None)

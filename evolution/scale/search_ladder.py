@@ -10,7 +10,7 @@ each elite individual:
   smallest valid model ``N₀``, the first model with ``N ≥ 10^1.5·N₀`` (the least span a fit
   accepts) and the two models nearest the log-even sizes between them;
 * trains every size ``ladder_seeds`` times on ``ladder_task`` (``bytelm_en``, real English
-  text) for ``ladder_tokens_per_param`` (20) tokens per non-embedding parameter, or with
+  text) for ``ladder_tokens_per_param`` (5) tokens per non-embedding parameter, or with
   ``ladder_tokens`` one fixed count for every size (a fixed-data ladder: labelled, not a
   scaling law, `evolution.scale.regime`), through the run's own Ray pool; a size over the
   epoch cap (4 passes over the text) leaves its elite unranked with the reason; the points
@@ -48,6 +48,7 @@ from evaluation.scaling.fit import interval as student_interval
 from evaluation.tasks import get_task
 from evaluation.transfer import rank_transfer
 from evolution.evaluating import below_floor, quality_of
+from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
 from evolution.scale.ladder import MIN_DECADES, Design
 from evolution.scale.train import Budget, Plan, Recorder, fit_points, make_plan, train_recorded
 from genome import Genome
@@ -68,7 +69,7 @@ class LadderSettings:
     axis: str
     target_params: float
     timeout_s: float
-    tokens_per_param: float = 20.0
+    tokens_per_param: float = LADDER_TOKENS_PER_PARAM
 
     @property
     def budget(self) -> Budget:
@@ -88,7 +89,7 @@ class LadderSettings:
             config.ladder_axis,
             float(config.target_params),
             config.ladder_timeout_s,
-            float(getattr(config, "ladder_tokens_per_param", 20.0)),
+            float(config.ladder_tokens_per_param),
         )
 
 

@@ -202,7 +202,7 @@ def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(
     assert json.loads(out)["ladder"] == data["ladder"]
     code, text, _ = _evolve("report", "--store", db)
     assert "ladder: the elite ranked by loss extrapolated to 1,000,000 non-embedding parameters" in text
-    assert "regime: compute-optimal scaling law: 20 tokens per non-embedding parameter" in text
+    assert "regime: scaling law along D = 5·N (non-embedding N)" in text
     page = tmp_path / "report.html"
     code, _, err = _evolve("report", "--store", db, "--html", str(page))
     assert code == 0, err
@@ -239,4 +239,4 @@ def test_the_ladder_regime_comes_from_the_run_budget(tmp_path: Path) -> None:
         runs = [store.create_run(c, seed=0, task="compression") for c in (fixed, per_param, old)]
         texts = [regime_of(store, r) or "" for r in runs]
     assert "fixed-data ladder" in texts[0] and "not a scaling law" in texts[0]
-    assert texts[1].startswith("compute-optimal scaling law") and texts[2] == texts[0]
+    assert texts[1].startswith("scaling law along D = 5·N") and texts[2] == texts[0]
