@@ -118,7 +118,7 @@ def estimate(ladders: dict[str, Plan], flops_per_s: float) -> dict[str, Any]:
             name: {
                 "sizes": [r.params for r in ladders[name].rungs],
                 "total_params": [r.total_params for r in ladders[name].rungs],
-                "regime": ladders[name].regime.to_dict() if ladders[name].regime else None,
+                "regime": None if (regime := ladders[name].regime) is None else regime.to_dict(),
                 "tokens": sorted({p.tokens for p in ladders[name].points}),
                 "train_flops": flops,
                 "gpu_hours": flops / flops_per_s / 3600,

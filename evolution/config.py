@@ -63,7 +63,6 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "target_params": (1, None),
     "ladder_elites": (1, 1_000),
     "ladder_tokens": (1, None),
-    "ladder_tokens_per_param": (0.001, 1_000_000),
     "ladder_seeds": (2, 100),
 }
 MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
@@ -339,6 +338,9 @@ class RunConfig:
     def _check_ladder(self) -> None:
         """A ladder resizes DOGMA genomes (a table space's cells have no size to change), and
         its sizes are numbers (4 or more, over 1.5 decades), stored as given."""
+        r = self.ladder_tokens_per_param
+        if not (isinstance(r, int | float) and math.isfinite(r) and 1e-3 <= r <= 1e6):
+            raise ValueError(f"ladder_tokens_per_param must be a number in [0.001, 1000000], not {r!r}")
         if self.ladder and self.space != "dogma":
             raise ValueError(f"--ladder resizes DOGMA genomes: the {self.space} space has no sizes to climb")
         if self.ladder_sizes is None:

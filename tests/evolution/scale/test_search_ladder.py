@@ -145,6 +145,8 @@ def test_ladder_options_are_checked_in_one_line() -> None:
         RunConfig(ladder=True, ladder_sizes=("1e4", "x", "4e5", "8e5"))
     with pytest.raises(ValueError, match="target_params"):
         RunConfig(ladder=True, target_params=0)
+    with pytest.raises(ValueError, match="ladder_tokens_per_param"):
+        RunConfig(ladder=True, ladder_tokens_per_param=0)
     assert RunConfig(ladder=True, ladder_sizes=("1e4", "4e4", "1.6e5", "6.4e5")).ladder_sizes is not None
     with pytest.raises(ValueError, match="nb201 space"):
         RunConfig(ladder=True, space="nb201")
