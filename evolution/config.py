@@ -234,7 +234,10 @@ class RunConfig:
             metavar="N,N,N,N",
         ),
     )
-    ladder_elites: int = field(default=6, metadata=cli("ladder: at most this many of the Pareto elite (6)"))
+    ladder_elites: int = field(
+        default=8,
+        metadata=cli("ladder: this many elites, the Pareto front then the next best by quality (8)"),
+    )
     ladder_tokens_per_param: float = field(
         default=LADDER_TOKENS_PER_PARAM,
         metadata=cli(

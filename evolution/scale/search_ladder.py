@@ -1,9 +1,10 @@
 """`evolve run --ladder`: take the run's Pareto elite up a size ladder and rank it there.
 
 A search judges candidates at one tiny size; what a user wants is the design that is best
-larger. After the run's last generation the ladder takes the Pareto front (best quality
-first, at most ``ladder_elites``; when any clears the quality floor, only those) and, for
-each elite individual:
+larger. After the run's last generation the ladder takes the elite (``elite_of``: the Pareto
+front, best quality first, then the next best by quality, at most ``ladder_elites``, 8 by
+default so that the search → ladder correlation has an interval; when any clears the quality
+floor, only those) and, for each elite individual:
 
 * resizes its genome along ``ladder_axis`` (``evolution.scale.ladder``, width and depth
   together by default) into ``ladder_sizes`` or, by default, a **compact ladder**: its
@@ -123,13 +124,26 @@ def compact_sizes(design: Design, axis: str) -> list[float]:
 
 
 def elite_of(population: Sequence[Any], floor: float | None, limit: int) -> list[Any]:
-    """The Pareto front, best quality first, at most ``limit``; only those at or above the
-    quality floor when any is."""
+    """At most ``limit`` candidates: the Pareto front, best quality first, then the next best
+    by quality (an interval on the search → ladder correlation needs at least 6, better 8 or
+    more); each genome once, only evaluated ones, and only those at or above the quality floor
+    when any is."""
     from evolution.selection import pareto_front
 
     front = pareto_front(population)
-    cleared = [c for c in front if not below_floor(quality_of(c.metrics), floor)]
-    return (cleared or front)[:limit]
+    seen = {c.genome.id for c in front}
+    rest: list[Any] = []
+    for c in sorted(population, key=lambda c: -quality_of(c.metrics)):
+        if (
+            getattr(c, "status", "ok") == "ok"
+            and not getattr(c, "violation", None)
+            and c.genome.id not in seen
+        ):
+            seen.add(c.genome.id)
+            rest.append(c)
+    ranked = front + rest
+    cleared = [c for c in ranked if not below_floor(quality_of(c.metrics), floor)]
+    return (cleared or ranked)[:limit]
 
 
 @dataclass

@@ -92,16 +92,26 @@ def test_the_extrapolated_loss_is_the_fitted_curve_with_a_bootstrap_interval() -
 class _Candidate:
     def __init__(self, id: int, quality: float, params: int) -> None:
         self.id, self.metrics = id, {"quality": quality, "params": params}
+        self.status, self.violation = "ok", None
+        self.genome = type("G", (), {"id": f"g{id}"})()
 
 
-def test_the_elite_is_the_front_above_the_floor_best_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    import evolution.selection as selection
-
-    pop = [_Candidate(1, 0.02, 10), _Candidate(2, 0.6, 500), _Candidate(3, 0.3, 100), _Candidate(4, 0.9, 900)]
-    monkeypatch.setattr(selection, "pareto_front", lambda p: sorted(p, key=lambda c: -c.metrics["quality"]))
-    assert [c.id for c in elite_of(pop, 0.05, 10)] == [4, 2, 3]  # 0.02 is under the floor
-    assert [c.id for c in elite_of(pop, 0.05, 2)] == [4, 2]
+def test_the_elite_is_the_front_then_the_next_best_by_quality_above_the_floor() -> None:
+    pop = [
+        _Candidate(1, 0.02, 10),
+        _Candidate(2, 0.6, 500),
+        _Candidate(3, 0.3, 100),
+        _Candidate(4, 0.9, 900),
+        _Candidate(5, 0.5, 800),  # dominated by 2
+        _Candidate(6, 0.7, 2000),  # dominated by 4
+    ]
+    failed = _Candidate(7, 0.95, 10)
+    failed.status = "timeout"
+    assert [c.id for c in elite_of([*pop, failed], 0.05, 10)] == [4, 2, 3, 6, 5]  # 0.02: under the floor
+    assert [c.id for c in elite_of(pop, 0.05, 4)] == [4, 2, 3, 6]
+    assert [c.id for c in elite_of(pop, None, 10)] == [4, 2, 3, 1, 6, 5]  # the whole front first
     assert [c.id for c in elite_of([pop[0]], 0.05, 2)] == [1]  # none clears it: the front
+    assert RunConfig().ladder_elites == 8  # enough for an interval on the transfer (6 or more)
 
 
 # -- the store -------------------------------------------------------------------------------
