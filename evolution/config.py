@@ -65,6 +65,7 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "ladder_tokens": (1, None),
     "ladder_seeds": (2, 100),
 }
+SELECT_BY = ("search", "ladder")  # what names a run's best individual (`select_by`)
 MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
 DEFAULT_OBJECTIVES = (QUALITY,)  # select on quality; parameters are a budget and a tie-break
 # what a run stored without an `objectives` entry selected on (the default before this one)
@@ -238,6 +239,14 @@ class RunConfig:
         default=8,
         metadata=cli("ladder: this many elites, the Pareto front then the next best by quality (8)"),
     )
+    select_by: str = field(
+        default="search",
+        metadata=cli(
+            "the run's best individual (run output, report, export --best): search (quality at the "
+            "search's size) or ladder (rank 1 by the --ladder's extrapolated loss; needs --ladder)",
+            choices=SELECT_BY,
+        ),
+    )
     ladder_tokens_per_param: float = field(
         default=LADDER_TOKENS_PER_PARAM,
         metadata=cli(
@@ -344,6 +353,10 @@ class RunConfig:
         r = self.ladder_tokens_per_param
         if not (isinstance(r, int | float) and math.isfinite(r) and 1e-3 <= r <= 1e6):
             raise ValueError(f"ladder_tokens_per_param must be a number in [0.001, 1000000], not {r!r}")
+        if self.select_by not in SELECT_BY:
+            raise ValueError(f"select_by must be one of {SELECT_BY}, not {self.select_by!r}")
+        if self.select_by == "ladder" and not self.ladder:
+            raise ValueError("--select-by ladder needs --ladder (the ladder ranks the elite)")
         if self.ladder and self.space != "dogma":
             raise ValueError(f"--ladder resizes DOGMA genomes: the {self.space} space has no sizes to climb")
         if self.ladder_sizes is None:

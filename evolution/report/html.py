@@ -233,7 +233,11 @@ def _ladder_parts(summary: dict[str, Any]) -> list[str]:
     from evolution.scale.ladder_report import ladder_lines
 
     lines = ladder_lines(
-        summary["ladder"], summary["ladder_transfer"], summary["ladder_warning"], summary.get("ladder_regime")
+        summary["ladder"],
+        summary["ladder_transfer"],
+        summary["ladder_warning"],
+        summary.get("ladder_regime"),
+        summary.get("ladder_verdict"),
     )
     intro = _note(
         "The Pareto elite trained at 4 sizes (non-embedding parameters) after the last generation, "

@@ -14,13 +14,20 @@ from store import Store
 def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
     """``ladder``: the ranked rows of the run's latest ladder (best first; [] without one),
     ``ladder_transfer``: its rank correlations, ``ladder_warning``: a line when the search's
-    order did not hold up the ladder (Spearman ρ < 0.3), ``ladder_regime``: what its budget
-    makes of the fit (`evolution.scale.regime`: a fixed-data ladder is not a scaling law)."""
+    order did not hold up the ladder (Spearman ρ < 0.3), ``ladder_verdict``: in plain words
+    whether it held (``verdict``), ``ladder_regime``: what its budget makes of the fit
+    (`evolution.scale.regime`: a fixed-data ladder is not a scaling law)."""
     from evolution.scale.search_ladder import ladder_row_dict
 
     rows = store.ladder(run_id)
     if not rows:
-        return {"ladder": [], "ladder_transfer": [], "ladder_warning": None, "ladder_regime": None}
+        return {
+            "ladder": [],
+            "ladder_transfer": [],
+            "ladder_warning": None,
+            "ladder_verdict": None,
+            "ladder_regime": None,
+        }
     last = max(r.generation for r in rows)
     transfer = [
         transfer_dict(t)
@@ -40,8 +47,35 @@ def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
         "ladder": [{"generation": r.generation, **ladder_row_dict(r)} for r in rows if r.generation == last],
         "ladder_transfer": transfer,
         "ladder_warning": warning,
+        "ladder_verdict": verdict(search),
         "ladder_regime": regime_of(store, run_id),
     }
+
+
+def verdict(search: dict[str, Any] | None) -> str | None:
+    """Whether the search's order held up the ladder, from the ``"search"`` → ``"ladder@N"``
+    transfer row: *held* when the Spearman interval lies above 0, *reversed* when below,
+    otherwise *not shown* (the interval includes 0, or there is none: fewer than 6 fitted
+    elites, `evaluation.transfer.MIN_INTERVAL_PAIRS`)."""
+    if search is None:
+        return None
+    rho, low, high, n = search["spearman"], search["spearman_low"], search["spearman_high"], search["n"]
+    if rho is None:
+        return (
+            f"the search's order at scale is not determined: {n} fitted elite(s), a rank correlation "
+            "needs 3 that differ"
+        )
+    text = f"Spearman ρ {rho:.2f} {interval(low, high)} over {n} fitted elites"
+    if low is None or high is None:
+        return f"the search's order at scale is not determined: {text}; an interval needs 6 (--ladder-elites)"
+    if low > 0:
+        return f"the search's order held at scale: {text}, the interval above 0"
+    if high < 0:
+        return f"the search's order reversed at scale: {text}, the interval below 0"
+    return (
+        f"the search's order did not demonstrably hold at scale: {text} includes 0: rank the elite by "
+        "the ladder (--select-by ladder)"
+    )
 
 
 def regime_of(store: Store, run_id: str) -> str | None:
@@ -84,6 +118,7 @@ def ladder_lines(
     transfer: list[dict[str, Any]],
     warning: str | None = None,
     regime: str | None = None,
+    verdict: str | None = None,
 ) -> list[str]:
     """The ladder as text lines: one per elite individual, then the transfer and the regime."""
     if not rows:
@@ -103,9 +138,11 @@ def ladder_lines(
         lines.append(f"  transfer {t['lower_fidelity']} -> {t['higher_fidelity']}: {correlation_text(t)}")
     if regime:
         lines.append(f"  regime: {regime}")
+    if verdict:
+        lines.append(f"  verdict: {verdict}")
     if warning:
         lines.append(warning)
     return lines
 
 
-__all__ = ["individual_ladder", "ladder_lines", "ladder_summary", "loss_text"]
+__all__ = ["individual_ladder", "ladder_lines", "ladder_summary", "loss_text", "regime_of", "verdict"]

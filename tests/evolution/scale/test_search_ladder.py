@@ -252,3 +252,47 @@ def test_the_ladder_regime_comes_from_the_run_budget(tmp_path: Path) -> None:
         texts = [regime_of(store, r) or "" for r in runs]
     assert "fixed-data ladder" in texts[0] and "not a scaling law" in texts[0]
     assert texts[1].startswith("scaling law along D = 5·N") and texts[2] == texts[0]
+
+
+def test_the_verdict_says_plainly_whether_the_search_order_held() -> None:
+    from evolution.scale.ladder_report import verdict
+
+    def row(rho: float | None, low: float | None, high: float | None, n: int = 8) -> dict[str, Any]:
+        return {"spearman": rho, "spearman_low": low, "spearman_high": high, "n": n}
+
+    assert verdict(row(0.8, 0.4, 0.95)).startswith("the search's order held at scale: Spearman ρ 0.80")
+    assert verdict(row(-0.7, -0.9, -0.2)).startswith("the search's order reversed at scale")
+    text = verdict(row(0.3, -0.4, 0.8))
+    assert "did not demonstrably hold" in text and "includes 0" in text and "--select-by ladder" in text
+    assert "not determined" in verdict(row(0.9, None, None, 5)) and "needs 6" in verdict(
+        row(0.9, None, None, 5)
+    )
+    assert "not determined" in verdict(row(None, None, None, 2))
+    assert verdict(None) is None
+
+
+def test_select_by_ladder_makes_the_ladders_rank_1_the_runs_best(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evolution.report.summary import best_individual
+
+    pool = TableEvaluator(_table)
+    monkeypatch.setattr(cli_run, "_pool_for", lambda engine, store: nullcontext(pool))
+    db = f"sqlite:///{tmp_path / 'sel.db'}"
+    argv = ["run", "--population", "4", "--generations", "0", "--task", "compression", "--min-steps", "0"]
+    argv += ["--objectives", "quality", "--ladder", "--ladder-elites", "4", "--store", db]
+    with pytest.raises(SystemExit) as exit_info:  # argparse's choices
+        _evolve(*argv, "--select-by", "nonsense")
+    assert exit_info.value.code == 2
+    no_ladder = [a for a in argv if a != "--ladder"]
+    code, _, err = _evolve(*no_ladder, "--select-by", "ladder")
+    assert code == 2 and "--select-by ladder needs --ladder" in err and err.count("\n") == 1
+    code, out, err = _evolve(*argv, "--select-by", "ladder", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    first = next(r for r in data["ladder"] if r["rank"] == 1)
+    assert data["selected_by"] == "ladder" and data["best"]["id"] == first["individual_id"]
+    with Store(db, create=False) as store:
+        assert best_individual(store, data["run_id"]).id == first["individual_id"]
+    code, text, _ = _evolve("report", "--store", db)
+    assert "verdict: the search's order" in text
