@@ -4,6 +4,10 @@ A ``Plan`` is the ladder (``evolution.scale.ladder``) times the token budgets ti
 one ``Point`` per (rung, budget, replicate). A point is one evaluation with the natural key
 ``(genome id, task, steps, seed)`` of every evaluation in the store:
 
+* **params** (N) are non-embedding parameters (``Rung.params``; the total rides along as
+  ``total_params``), the N of the fit and of ``tokens_per_param``;
+* **epochs**: a point's tokens over the task's finite training text; a plan with a point
+  over 4 is refused and every plan carries its ``Regime`` (`evolution.scale.regime`);
 * **steps**: the budget's tokens (``tokens_per_param × params``, or a fixed count) over the
   task's tokens per step (``train_batch_size × seq_len``), rounded, at least 1; a point's
   ``tokens`` are the ones it actually trains on;
