@@ -106,7 +106,7 @@ def ladder_choice(store: Store, run_id: str) -> IndividualRecord | None:
     """The individual ranked 1 by the run's latest ladder when the run selects by the ladder
     (``select_by: ladder``); None otherwise, or when its ladder ranked none."""
     run = store.get_run(run_id)
-    if run is None or run.config.get("select_by") != "ladder":
+    if run is None or (getattr(run, "config", None) or {}).get("select_by") != "ladder":
         return None
     rows = store.ladder(run_id)
     if not rows:

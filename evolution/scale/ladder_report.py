@@ -73,8 +73,8 @@ def verdict(search: dict[str, Any] | None) -> str | None:
     if high < 0:
         return f"the search's order reversed at scale: {text}, the interval below 0"
     return (
-        f"the search's order did not demonstrably hold at scale: {text} includes 0: rank the elite by "
-        "the ladder (--select-by ladder)"
+        f"the search's order did not demonstrably hold at scale: {text}, the interval includes 0: rank "
+        "the elite by the ladder (--select-by ladder)"
     )
 
 
