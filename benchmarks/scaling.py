@@ -1,4 +1,4 @@
-"""Scaling laws of four designs on bytelm: does the best genome hold up at larger sizes?
+"""Scaling laws of four designs on real English text: does the best genome hold up at larger sizes?
 
 Protocol (every number comes from this one script):
 
@@ -13,12 +13,15 @@ Protocol (every number comes from this one script):
   its smallest valid model, the first model at least 10^1.5 times larger, and the two
   nearest the log-even sizes between: 4 sizes over >= 1.5 decades); ``--sizes`` gives all
   designs the same targets instead (how a cluster run sets 10M..1B).
+- **Sizes** are non-embedding parameters (Kaplan et al. 2020; the totals are in the JSON).
 - **Training**: every size ``--seeds`` times (replicate k's seed is ``evolve scale``'s, so the
-  seeds differ by design and size: no two points share a noise draw), ``--tokens`` tokens each
-  (a fixed data budget, default 200k: the bundled text has 420k training tokens, and a
-  CPU-sized budget), or ``--tokens-per-param r`` (Chinchilla's D = r·N; the right setting on
-  a GPU cluster). All points go through one Ray pool and one store: a killed benchmark
-  resumes without retraining.
+  seeds differ by design and size: no two points share a noise draw) on ``--task`` (default
+  ``bytelm_en``: the King James Bible and Wikipedia articles, 6.0M training bytes, held out by
+  document, `evaluation.tasks.corpus`) for ``--tokens-per-param r`` (default 20, D = r·N: a
+  scaling law, each size within 4 passes over the text, `evolution.scale.regime`) or a fixed
+  ``--tokens D`` for every size (a fixed-data comparison: which design learns most from D
+  tokens, printed as not a scaling law). All points go through one Ray pool and one store: a
+  killed benchmark resumes without retraining.
 - **Fit**: ``L(N) = E + A·N^(−α)`` per design, least squares with residual-bootstrap 95 %
   intervals (``evaluation.scaling``). **β against the transformer** (``compare``, B = the
   design, A = Llama): ``k`` is the factor by which B needs more than A to reach A's loss at
@@ -28,7 +31,7 @@ Protocol (every number comes from this one script):
   the design does better than the transformer at equal budget), with its range over the
   shared sizes, and the loss gap there with its bootstrap interval.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/scaling.py              # about 20 min here
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/scaling.py --estimate   # price it first
     .venv/bin/python benchmarks/scaling.py --estimate --sizes 10M,30M,100M,300M,1B --tokens-per-param 20
     .venv/bin/python benchmarks/scaling.py --sizes 10M,30M,100M,300M,1B --tokens-per-param 20 \\
         --ray-address HEAD:6379 --store postgresql://...       # a GPU cluster
@@ -48,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from evaluation.scaling import LadderError  # noqa: E402
 from evaluation.tasks import get_task  # noqa: E402
 from evolution.cli.scale import counts  # noqa: E402
+from evolution.scale.defaults import DEFAULT_TASK, DEFAULT_TOKENS_PER_PARAM  # noqa: E402
 from evolution.scale.ladder import Design  # noqa: E402
 from evolution.scale.search_ladder import compact_sizes  # noqa: E402
 from evolution.scale.train import (  # noqa: E402
@@ -82,8 +86,8 @@ def plans(args: argparse.Namespace) -> dict[str, Plan]:
     pinned = {"vocab": task.vocab_size, "max_len": task.seq_len}
     budget = (
         Budget(tokens=round(args.tokens))
-        if args.tokens_per_param is None
-        else Budget(per_param=args.tokens_per_param)
+        if args.tokens is not None
+        else Budget(per_param=args.tokens_per_param or DEFAULT_TOKENS_PER_PARAM)
     )
     out = {}
     for name, source in DESIGNS.items():
@@ -113,6 +117,8 @@ def estimate(ladders: dict[str, Plan], flops_per_s: float) -> dict[str, Any]:
         "designs": {
             name: {
                 "sizes": [r.params for r in ladders[name].rungs],
+                "total_params": [r.total_params for r in ladders[name].rungs],
+                "regime": None if (regime := ladders[name].regime) is None else regime.to_dict(),
                 "tokens": sorted({p.tokens for p in ladders[name].points}),
                 "train_flops": flops,
                 "gpu_hours": flops / flops_per_s / 3600,
@@ -189,7 +195,7 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         f"{result['task']}, {result['seeds']} seeds per size, budget {result['budget']}, "
         f"{result['wall_seconds']:.0f} s",
-        "| design | sizes (params) | E | A | α | residual | β vs llama (range) "
+        "| design | sizes (non-embedding params) | E | A | α | residual | β vs llama (range) "
         "| loss gap vs llama at mid [95%] |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -231,10 +237,18 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", type=counts, help="the same parameter targets for every design (e.g. 10M,100M,1B)"
     )
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--tokens", type=float, default=2e5, help="tokens per point (200000)")
-    budget.add_argument("--tokens-per-param", type=float, help="D = r·N instead of a fixed --tokens")
+    budget.add_argument(
+        "--tokens", type=float, help="one token count for every point (fixed data: not a scaling law)"
+    )
+    budget.add_argument(
+        "--tokens-per-param",
+        type=float,
+        help=f"D = r·N, N non-embedding (default {DEFAULT_TOKENS_PER_PARAM:g})",
+    )
     parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--task", default="bytelm", help="bytelm, or bytelm:PATH for a larger text")
+    parser.add_argument(
+        "--task", default=DEFAULT_TASK, help=f"{DEFAULT_TASK} (default), or bytelm:PATH for your own text"
+    )
     parser.add_argument(
         "--only", type=lambda s: s.split(","), help=f"a comma list among {', '.join(DESIGNS)}"
     )
@@ -259,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     for plan in ladders.values():
         for warning in plan.warnings:
             print(f"WARNING: {plan.source}: {warning}", file=sys.stderr)
+        if plan.regime is not None:
+            print(f"{plan.source}: {plan.regime.message}", file=sys.stderr)
     if args.estimate:
         est = estimate(ladders, args.flops_per_gpu_second)
         if args.json:

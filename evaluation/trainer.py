@@ -110,13 +110,15 @@ class ScoreStats:
     per answer position), ``accuracy`` (fraction of answers predicted exactly),
     ``infer_latency_ms`` (mean forward time per batch), ``batches`` and, for a task with
     members (``evaluation.tasks.suite.Suite``), ``per_task``: each member's raw accuracy
-    on its own held-out batches."""
+    on its own held-out batches; for a task with several text sources (``bytelm_en``),
+    ``per_source_loss``: each source's loss on its own held-out batches."""
 
     loss: float
     accuracy: float
     infer_latency_ms: float
     batches: int
     per_task: dict[str, float] = field(default_factory=dict)  # a suite's members: raw accuracy
+    per_source_loss: dict[str, float] = field(default_factory=dict)
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -265,14 +267,17 @@ def score(
     if isinstance(task, Suite):  # half the batches per member: 5 members, scoring stays cheap
         per_member = task.component_eval_batches(max(1, eval_batches // 2), batch_size, eval_seed)
         groups = dict(zip(task.member_names, per_member, strict=True))
+    elif hasattr(task, "source_eval_batches"):  # a text of several sources: each its own loss
+        groups = task.source_eval_batches(eval_batches, batch_size, seed=eval_seed)
     else:
         groups = {task.name: task.eval_batches(eval_batches, batch_size, seed=eval_seed)}
     loss_sum, correct, answers, forward_seconds, batches = 0.0, 0, 0, 0.0, 0
     per_task: dict[str, float] = {}
+    per_source_loss: dict[str, float] = {}
     model.eval()
     with torch.no_grad():
         for name, held_out in groups.items():
-            member_correct, member_answers = 0, 0
+            member_correct, member_answers, member_loss = 0, 0, 0.0
             for inputs, targets in held_out:
                 inputs, targets = inputs.to(device), targets.to(device)
                 tick = _now(device)
@@ -284,13 +289,15 @@ def score(
                 batches += 1
                 mask = targets != IGNORE_INDEX
                 picked = logits[mask].float()
-                loss_sum += float(F.cross_entropy(picked, targets[mask], reduction="sum"))
+                member_loss += float(F.cross_entropy(picked, targets[mask], reduction="sum"))
                 member_correct += int((picked.argmax(-1) == targets[mask]).sum())
                 member_answers += int(mask.sum())
                 if deadline is not None:
                     deadline.check("while scoring")
             correct, answers = correct + member_correct, answers + member_answers
+            loss_sum += member_loss
             per_task[name] = member_correct / max(1, member_answers)
+            per_source_loss[name] = member_loss / max(1, member_answers)
     loss = loss_sum / max(1, answers)
     if not math.isfinite(loss):
         raise NonFiniteLoss(f"held-out loss is {loss}")
@@ -300,6 +307,7 @@ def score(
         infer_latency_ms=1000.0 * forward_seconds / max(1, batches),
         batches=batches,
         per_task=per_task if isinstance(task, Suite) else {},
+        per_source_loss=per_source_loss if len(groups) > 1 and not isinstance(task, Suite) else {},
     )
 
 
@@ -331,7 +339,7 @@ def train_and_score(
     only), ``infer_latency_ms`` (mean forward time per held-out batch),
     ``wall_seconds``, ``steps``, ``chance_accuracy`` and the fitness the search selects
     on (:func:`quality_metrics`): ``quality``, and for a suite ``per_task`` (normalised)
-    and ``per_task_accuracy`` (raw).
+    and ``per_task_accuracy`` (raw); for a text of several sources ``per_source_loss``.
 
     Raises what :func:`train` and :func:`score` raise: ``NonFiniteLoss``,
     ``EvaluationTimeout`` (once ``time_limit_s`` is exceeded, checked between steps and
@@ -374,6 +382,7 @@ def train_and_score(
         "accuracy": scored.accuracy,
         "chance_accuracy": task.chance_accuracy,
         **quality_metrics(task, scored),
+        **({"per_source_loss": scored.per_source_loss} if scored.per_source_loss else {}),
         "train_loss": trained.train_loss,
         "train_tokens": trained.tokens,
         "train_tokens_per_s": trained.tokens_per_s,

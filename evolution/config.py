@@ -22,6 +22,7 @@ from typing import Any
 from evaluation.budget import BUDGETS
 from evaluation.options import PRECISIONS
 from evolution.objectives import OBJECTIVES, QUALITY, check_objectives
+from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
 from evolution.spaces.registry import SPACES
 from evolution.strategies import STRATEGIES, STRATEGY_HELP
 
@@ -64,6 +65,7 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "ladder_tokens": (1, None),
     "ladder_seeds": (2, 100),
 }
+SELECT_BY = ("search", "ladder")  # what names a run's best individual (`select_by`)
 MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
 DEFAULT_OBJECTIVES = (QUALITY,)  # select on quality; parameters are a budget and a tie-break
 # what a run stored without an `objectives` entry selected on (the default before this one)
@@ -216,12 +218,14 @@ class RunConfig:
     ladder: bool = field(
         default=False,
         metadata=cli(
-            "after the last generation, train the Pareto elite at 4 sizes on bytelm, fit "
-            "L(N) = E + A·N^-α each and rank it by the loss extrapolated to --target-params"
+            "after the last generation, train the Pareto elite at 4 sizes on bytelm_en (5 tokens "
+            "per non-embedding parameter), fit L(N) = E + A·N^-α each and rank it by the loss "
+            "extrapolated to --target-params"
         ),
     )
     target_params: float = field(
-        default=1e6, metadata=cli("ladder: the size the elite is ranked at (1000000)", metavar="N")
+        default=1e6,
+        metadata=cli("ladder: the non-embedding size the elite is ranked at (1000000)", metavar="N"),
     )
     ladder_sizes: tuple[str, ...] | None = field(
         default=None,
@@ -231,13 +235,36 @@ class RunConfig:
             metavar="N,N,N,N",
         ),
     )
-    ladder_elites: int = field(default=6, metadata=cli("ladder: at most this many of the Pareto elite (6)"))
-    ladder_tokens: float = field(
-        default=2e5, metadata=cli("ladder: training tokens of every size (200000)", metavar="D")
+    ladder_elites: int = field(
+        default=8,
+        metadata=cli("ladder: this many elites, the Pareto front then the next best by quality (8)"),
+    )
+    select_by: str = field(
+        default="search",
+        metadata=cli(
+            "the run's best individual (run output, report, export --best): search (quality at the "
+            "search's size) or ladder (rank 1 by the --ladder's extrapolated loss; needs --ladder)",
+            choices=SELECT_BY,
+        ),
+    )
+    ladder_tokens_per_param: float = field(
+        default=LADDER_TOKENS_PER_PARAM,
+        metadata=cli(
+            "ladder: training tokens per non-embedding parameter of every size (5; 20: compute-optimal)",
+            metavar="R",
+        ),
+    )
+    ladder_tokens: float | None = field(
+        default=None,
+        metadata=cli(
+            "ladder: one token count for every size instead (fixed data: ranks which design learns "
+            "most from D tokens, not a scaling law)",
+            metavar="D",
+        ),
     )
     # -- library only -----------------------------------------------------------------------
     ladder_seeds: int = 2  # per size: an interval needs 2
-    ladder_task: str = "bytelm"
+    ladder_task: str = "bytelm_en"  # real English text, split by document (evaluation.tasks.corpus)
     ladder_axis: str = "both"
     ladder_timeout_s: float = 3_600.0  # per ladder point
     crossover_rate: float = 0.2
@@ -323,6 +350,13 @@ class RunConfig:
     def _check_ladder(self) -> None:
         """A ladder resizes DOGMA genomes (a table space's cells have no size to change), and
         its sizes are numbers (4 or more, over 1.5 decades), stored as given."""
+        r = self.ladder_tokens_per_param
+        if not (isinstance(r, int | float) and math.isfinite(r) and 1e-3 <= r <= 1e6):
+            raise ValueError(f"ladder_tokens_per_param must be a number in [0.001, 1000000], not {r!r}")
+        if self.select_by not in SELECT_BY:
+            raise ValueError(f"select_by must be one of {SELECT_BY}, not {self.select_by!r}")
+        if self.select_by == "ladder" and not self.ladder:
+            raise ValueError("--select-by ladder needs --ladder (the ladder ranks the elite)")
         if self.ladder and self.space != "dogma":
             raise ValueError(f"--ladder resizes DOGMA genomes: the {self.space} space has no sizes to climb")
         if self.ladder_sizes is None:

@@ -1,6 +1,9 @@
 """Analytic accounting of a genome, read from its config tree (nothing is built).
 
 - `params`: distinct parameters (a `shares` target and a tied head add none);
+- `embedding_params`: the token embedding, learned position embeddings and an untied output
+  head (the vocabulary-sized matrices); `non_embedding_params` = `params` minus them, the N of
+  scaling laws (Kaplan et al. 2020, who count neither), norms and every block included;
 - `active_params`: parameters touched per token (total minus unrouted experts);
 - `flops_per_token(seq_len)`: forward FLOPs per token when a whole sequence of `seq_len`
   tokens is processed: the dense linear algebra as a FLOP counter counts it (linear layers,
@@ -34,6 +37,11 @@ class Accounting:
     state_bytes_fixed: int
     seq_len: int
     layers: int
+    embedding_params: int = 0
+
+    @property
+    def non_embedding_params(self) -> int:
+        return self.params - self.embedding_params
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -44,6 +52,7 @@ def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
     cfg = model_config(genome) if isinstance(genome, Genome) else genome
     d, v = cfg.d_model, cfg.vocab
     params = v * d + (cfg.max_len * d if cfg.positions == "learned" else 0)
+    embedding = params + (0 if cfg.tie_embeddings else v * d)
     if cfg.norm_position in ("pre", "pre_embed"):  # the final norm
         params += cfg.norm.num_params()
     if cfg.norm_position == "pre_embed":  # the embeddings' norm
@@ -88,6 +97,7 @@ def account(genome: Genome | ModelConfig, seq_len: int = 2048) -> Accounting:
         fixed * BYTES_PER_STATE_ELEMENT,
         seq_len,
         layers,
+        embedding,
     )
 
 

@@ -40,6 +40,9 @@ TASKS: dict[str, type[Task]] = {
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     # MQAR with a large vocabulary (Zoology's harder regime): 64 keys, 256 values, 8 pairs.
     "mqar_large": ("mqar", {"num_keys": 64, "num_values": 256, "num_pairs": 8}),
+    # bytelm on real English text (the KJV and Wikipedia articles that pinned packages ship,
+    # split by document): the text scaling ladders default to (evaluation.tasks.corpus).
+    "bytelm_en": ("bytelm", {"corpus_name": "english"}),
 }
 
 
@@ -51,7 +54,7 @@ def is_builtin(name: str) -> bool:
 def get_task(name: str, **overrides: object) -> Task:
     """The task registered as ``name`` with ``overrides`` applied to its settings.
 
-    ``name`` may be a variant (``mqar_large``), ``bytelm:PATH`` (byte-level language
+    ``name`` may be a variant (``mqar_large``, ``bytelm_en``), ``bytelm:PATH`` (byte-level language
     modelling on the file at PATH), or a user's task (``MODULE:CLASS[?settings][#pin]`` or
     an entry-point name, `evaluation.tasks.imported`), which is imported. Raises
     ``ValueError`` for an unknown task, an unknown setting or an invalid value

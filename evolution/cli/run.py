@@ -102,9 +102,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     best = best_of(seen)
     front = pareto_front(seen, floor=engine.config.quality_floor)
     run = search.run
+    best_summary, selected_by = individual_summary(best), "search"
+    if engine.config.select_by == "ladder":  # the ladder's rank 1 (`summary.ladder_choice`)
+        from evolution.report.summary import ladder_choice, record_summary
+
+        chosen = ladder_choice(store, engine.run_id)
+        if chosen is not None:
+            best_summary, selected_by = record_summary(chosen), "ladder"
     result = {
         "run_id": engine.run_id,
-        "best": individual_summary(best),
+        "best": best_summary,
+        "selected_by": selected_by,
         "pareto": [individual_summary(i) for i in front],
         "generations": len(engine.reports),  # the generations this invocation ran
         "last_generation": run.last_generation,
@@ -150,8 +158,9 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
         )
     console.print(table)
     best = result["best"]
+    chosen = " (rank 1 of the ladder, --select-by ladder)" if result.get("selected_by") == "ladder" else ""
     console.print(
-        f"best: individual {best['id']} ({best['genome_id'][:12]}), quality "
+        f"best{chosen}: individual {best['id']} ({best['genome_id'][:12]}), quality "
         f"{quality_of(best['metrics']):.3f}, {int(best['metrics'].get('params', 0)):,} "
         f"parameters; {result['evaluated']} evaluations in {result['wall_seconds']} s"
     )
@@ -165,7 +174,13 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
     if result.get("ladder"):
         from evolution.scale.ladder_report import ladder_lines  # torch
 
-        for line in ladder_lines(result["ladder"], result["ladder_transfer"], result["ladder_warning"]):
+        for line in ladder_lines(
+            result["ladder"],
+            result["ladder_transfer"],
+            result["ladder_warning"],
+            result.get("ladder_regime"),
+            result.get("ladder_verdict"),
+        ):
             console.print(line)
     console.print(
         f"next: evolve audit {best['id']}   evolve export --run {result['run_id']} --best -o best-model"

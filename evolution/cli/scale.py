@@ -24,7 +24,7 @@ from evolution.cli.tasks import pin_task_option
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.errors import UsageError
 from evolution.progress import ladder_point_printer
-from evolution.scale.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, DEFAULT_TOKENS_PER_PARAM
+from evolution.scale.defaults import DEFAULT_SEEDS, DEFAULT_TASK, DEFAULT_TIMEOUT_S, DEFAULT_TOKENS_PER_PARAM
 from evolution.scale.ladder import AXES, Design
 from genome import Genome, GenomeError, load_genome
 
@@ -69,14 +69,15 @@ def add_scale_command(sub: Any, common: argparse.ArgumentParser) -> None:
         "--sizes",
         type=counts,
         metavar="N[,N...]",
-        help="parameter targets, comma-separated (e.g. 1e4,3e4,1e5,5e5 or 10M,100M,1B,10B)",
+        help="non-embedding parameter targets, comma-separated (e.g. 1e4,3e4,1e5,3e5 or 10M,100M,1B,10B; "
+        "default: 5 sizes up to what the text allows)",
     )
     scale.add_argument(
         "--task",
-        default="bytelm",
+        default=DEFAULT_TASK,
         metavar="NAME",
-        help="task (default bytelm; bytelm:PATH for your own text; MODULE:CLASS[?key=value&...] "
-        "for your own task)",
+        help=f"task (default {DEFAULT_TASK}: the KJV and Wikipedia articles; bytelm:PATH for your own "
+        "text; MODULE:CLASS[?key=value&...] for your own task)",
     )
     budget = scale.add_mutually_exclusive_group()
     budget.add_argument(
@@ -238,10 +239,13 @@ def _announce(err: Console, rec: Any) -> None:
     have = sum(p.status is not None for p in plan.points)
     budgets = ", ".join(b.label() for b in plan.budgets)
     err.print(
-        f"scale {plan.source} along {plan.axis}: {len(sizes)} sizes {sizes[0]:,} … {sizes[-1]:,} params "
+        f"scale {plan.source} along {plan.axis}: {len(sizes)} sizes {sizes[0]:,} … {sizes[-1]:,} "
+        f"non-embedding params ({plan.rungs[0].total_params:,} … {plan.rungs[-1].total_params:,} in all) "
         f"× {plan.seeds} seeds, {budgets}, on {plan.task}; run {rec.run_id}"
         f"{' (resumed)' if rec.resumed else ''}: {have} of {len(plan.points)} points stored"
     )
+    if plan.regime is not None:
+        err.print(f"regime: {plan.regime.message}")
     for warning in plan.warnings:
         err.print(f"WARNING: {warning}")
 
@@ -256,17 +260,20 @@ def _ci(v: float, ci: list[float]) -> str:
 
 def _print_ladder(out: Console, data: dict[str, Any]) -> None:
     table = Table(title=f"{data['target']} along {data['axis']} on {data['task']} (run {data['run_id']})")
-    for col in ("params", "width", "depth", "lr", "seed", "steps", "tokens", "loss", "residual", "from"):
+    cols = ("N", "total", "width", "depth", "lr", "seed", "steps", "tokens", "epochs", "loss", "residual")
+    for col in (*cols, "from"):
         table.add_column(col, justify="right" if col != "from" else "left")
     for p in data["points"]:
         table.add_row(
             f"{p['params']:,}",
+            f"{p.get('total_params') or 0:,}",
             str(p["width"]),
             str(p["depth"]),
             f"{p['lr']:.3g}",
             str(p["replicate"]),
             f"{p['steps']:,}",
             f"{p['tokens']:,}",
+            "-" if p.get("epochs") is None else f"{p['epochs']:.2f}",
             "-" if p["loss"] is None else f"{p['loss']:.4f}",
             "-" if p["residual"] is None else f"{p['residual']:+.4f}",
             p["origin"] if p["status"] == "ok" else f"{p['origin']} ({p['status']})",
@@ -275,8 +282,17 @@ def _print_ladder(out: Console, data: dict[str, Any]) -> None:
     f = data["fit"]
     for warning in data["warnings"]:
         out.print(f"WARNING: {warning}")
+    regime = data.get("regime")
+    if regime:
+        out.print(f"regime: {regime['message']}")
+    law = (
+        "L(N) = E + A·N^-α"
+        if not regime or regime["scaling_law"]
+        else "L(N) at fixed data (not a scaling law)"
+    )
+    out.print("N: non-embedding parameters (Kaplan et al. 2020); total: with the embeddings and head")
     out.print(
-        f"L(N) = E + A·N^-α: E {_ci(f['E'], f['E_ci'])}, A {_ci(f['A'], f['A_ci'])}, "
+        f"{law}: E {_ci(f['E'], f['E_ci'])}, A {_ci(f['A'], f['A_ci'])}, "
         f"α {_ci(f['alpha'], f['alpha_ci'])} ({f['confidence']:.0%} intervals, {f['n_boot']} bootstrap "
         f"replicates); residual RMS {f['residual']:.4f} over {f['n_points']} points"
     )

@@ -232,10 +232,16 @@ def _ladder_parts(summary: dict[str, Any]) -> list[str]:
     """`evolve run --ladder`'s ranking and its rank transfer (`evolution.scale.ladder_report`)."""
     from evolution.scale.ladder_report import ladder_lines
 
-    lines = ladder_lines(summary["ladder"], summary["ladder_transfer"], summary["ladder_warning"])
+    lines = ladder_lines(
+        summary["ladder"],
+        summary["ladder_transfer"],
+        summary["ladder_warning"],
+        summary.get("ladder_regime"),
+        summary.get("ladder_verdict"),
+    )
     intro = _note(
-        "The Pareto elite trained at 4 sizes on bytelm after the last generation, each fitted "
-        "L(N) = E + A·N^-α and ranked by its loss extrapolated to the target size."
+        "The Pareto elite trained at 4 sizes (non-embedding parameters) after the last generation, "
+        "each fitted L(N) = E + A·N^-α and ranked by its loss extrapolated to the target size."
     )
     items = "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines[1:])
     return [intro, f'<p>{html.escape(lines[0])}</p><ul class="ladder">{items}</ul>']

@@ -68,13 +68,18 @@ def latest_run(store: Store) -> str:
 
 def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
     """The run's (default: newest run's) best evaluated individual: quality ↑ (the run's first
-    objective, `evaluating.quality_of`), params ↓ — the order `engine.best_of` ranks by."""
+    objective, `evaluating.quality_of`), params ↓ — the order `engine.best_of` ranks by; for a
+    run with ``select_by: ladder``, its latest ladder's rank 1 (``ladder_choice``) when one
+    was ranked."""
     from evolution.evaluating import quality_of
 
     if run_id is None:
         run_id = latest_run(store)
     elif store.get_run(run_id) is None:
         raise UsageError(f"no run {run_id}")
+    chosen = ladder_choice(store, run_id)
+    if chosen is not None:
+        return chosen
     evaluated = [i for i in store.individuals(run_id) if i.status == "ok"]
     if not evaluated:
         raise UsageError(f"run {run_id} has no successfully evaluated individual")
@@ -84,6 +89,31 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
         return (-quality_of(metrics), metrics.get("params", 0), i.id)
 
     return min(evaluated, key=rank)
+
+
+def record_summary(record: IndividualRecord) -> dict[str, Any]:
+    """``individual_summary``'s fields of a stored individual."""
+    return {
+        "id": record.id,
+        "genome_id": record.genome_id,
+        "metrics": dict(record.metrics or {}),
+        "status": record.status,
+        "sequence": Genome.from_yaml(record.yaml).sequence_view(),
+    }
+
+
+def ladder_choice(store: Store, run_id: str) -> IndividualRecord | None:
+    """The individual ranked 1 by the run's latest ladder when the run selects by the ladder
+    (``select_by: ladder``); None otherwise, or when its ladder ranked none."""
+    run = store.get_run(run_id)
+    if run is None or (getattr(run, "config", None) or {}).get("select_by") != "ladder":
+        return None
+    rows = store.ladder(run_id)
+    if not rows:
+        return None
+    last = max(r.generation for r in rows)
+    first = next((r for r in rows if r.generation == last and r.rank == 1), None)
+    return None if first is None else store.individual(first.individual_id)
 
 
 def _region_summary(genome: Genome) -> list[dict[str, Any]]:
@@ -418,6 +448,10 @@ def report_lines(data: dict[str, Any]) -> list[str]:
     if data["transfer_warning"]:
         lines.append(data["transfer_warning"])
     lines += ladder_lines(
-        data.get("ladder") or [], data.get("ladder_transfer") or [], data.get("ladder_warning")
+        data.get("ladder") or [],
+        data.get("ladder_transfer") or [],
+        data.get("ladder_warning"),
+        data.get("ladder_regime"),
+        data.get("ladder_verdict"),
     )
     return lines

@@ -20,13 +20,16 @@ vocabulary and context (``pinned``). The base shape is the genome's own; for a p
 ``(32, 1)``, the smallest shape ``evolution.spaces.dogma.seeds`` gives the presets (depth ∝ width: its
 ``(64, 2)`` lies on the same line).
 
-Rungs: for each parameter target the shape along the axis whose parameter count
-(``phenotype.account``) is nearest in log; refused (``LadderError``, one line) when a target
-has no shape within a factor of 2, two targets give one shape, fewer than ``MIN_SIZES`` sizes
-remain or they span less than ``MIN_DECADES``. The default targets run from
-``max(10_000, the axis' smallest model)`` up 1.7 decades (×50) in 5 log-even steps; one the
-axis misses, or that shares a shape with another, is dropped while 4 sizes over 1.5 decades
-remain (``strict=False`` treats given targets so too).
+A rung's size is its **non-embedding** parameter count (``phenotype.account``'s
+``non_embedding_params``: the N of scaling laws, Kaplan et al. 2020); its total is kept beside
+(``Rung.total_params``). Rungs: for each target the shape along the axis whose N is nearest
+in log; refused (``LadderError``, one line) when a target has no shape within a factor of 2,
+two targets give one shape, fewer than ``MIN_SIZES`` sizes remain or they span less than
+``MIN_DECADES``. The default targets run from ``max(10_000, the axis' smallest model)`` up
+1.7 decades (×50) in 5 log-even steps, or up to ``top(smallest)`` when given (`evolve scale`:
+what the task's text allows, `evolution.scale.regime`); one the axis misses, or that shares a
+shape with another, is dropped while 4 sizes over 1.5 decades remain (``strict=False`` treats
+given targets so too).
 """
 
 from __future__ import annotations
@@ -71,11 +74,13 @@ class Shape:
 
 @dataclass(frozen=True)
 class Rung:
-    """One model of a ladder: its shape, parameter count and genome."""
+    """One model of a ladder: its shape, non-embedding parameter count (the fit's N), genome
+    and total parameter count."""
 
     shape: Shape
     params: int
     genome: Genome
+    total_params: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +88,7 @@ class Rung:
             "depth": self.shape.depth,
             "gate": self.shape.gate,
             "params": self.params,
+            "total_params": self.total_params,
             "genome_id": self.genome.id,
         }
 
@@ -192,33 +198,43 @@ def ladder(
     design: Design,
     axis: str,
     sizes: Sequence[float] | None,
-    params_of: Callable[[Genome], int] | None = None,
+    params_of: Callable[[Genome], tuple[int, int]] | None = None,
     strict: bool = True,
+    top: Callable[[int], float] | None = None,
 ) -> list[Rung]:
-    """The rungs of ``design`` along ``axis`` nearest ``sizes`` (parameter targets; default
-    ``default_targets``); module docstring for the refusals. Targets not given (or given with
-    ``strict`` False) that the axis misses, or that share a shape, are dropped instead, as long
-    as 4 sizes over 1.5 decades remain."""
+    """The rungs of ``design`` along ``axis`` nearest ``sizes`` (non-embedding parameter
+    targets; default ``default_targets``, or up to ``top(smallest)`` when given); module
+    docstring for the refusals. ``params_of(genome)``: (non-embedding, total) parameters.
+    Targets not given (or given with ``strict`` False) that the axis misses, or that share a
+    shape, are dropped instead, as long as 4 sizes over 1.5 decades remain."""
     if params_of is None:
         from phenotype import account
 
-        def params_of(g: Genome) -> int:
-            return account(g).params
+        def params_of(g: Genome) -> tuple[int, int]:
+            a = account(g)
+            return a.non_embedding_params, a.params
+
+    def targets_from(smallest: int) -> list[float]:
+        if top is None:
+            return default_targets(smallest)
+        from evolution.scale.regime import default_targets as up_to
+
+        return up_to(smallest, top(smallest))
 
     if sizes is not None:
         check_sizes(sizes)
     strict = strict and sizes is not None
-    top = max(sizes) if sizes else None
+    highest = max(sizes) if sizes else None
     found: list[Rung] = []
     for shape in design.shapes(axis):
         g = design.genome(shape)
         if g is None:
             continue
-        p = params_of(g)
-        found.append(Rung(shape, p, g))
-        if top is None:
-            top = default_targets(p)[-1]
-        if p >= TOLERANCE * top:
+        p, total = params_of(g)
+        found.append(Rung(shape, p, g, total))
+        if highest is None:
+            highest = targets_from(p)[-1]
+        if p >= TOLERANCE * highest:
             break
     if not found:
         raise LadderError(f"no valid genome along the {axis} axis from {design.source}")
@@ -226,7 +242,7 @@ def ladder(
     for r in sorted(found, key=lambda r: r.params):  # `both` interleaves two depths per width
         if not cands or r.params > cands[-1].params:
             cands.append(r)
-    targets = list(sizes) if sizes else default_targets(cands[0].params)
+    targets = list(sizes) if sizes else targets_from(cands[0].params)
     chosen: list[Rung] = []
     for t in sorted(targets):
         best = min(cands, key=lambda c: abs(math.log(c.params / t)))
@@ -257,7 +273,7 @@ def ladder(
                 f"{math.log10(hi / lo):.2f} decades ({lo:,} to {hi:,} parameters): a fit needs "
                 f"{MIN_DECADES:g}; widen the --sizes"
             ) from None
-        lo, hi = cands[0].params, cands[-1].params
+        lo, hi = chosen[0].params, chosen[-1].params
         raise LadderError(
             f"the {axis} axis of {design.source} gives {len(chosen)} sizes from {lo:,} to {hi:,} parameters "
             f"({math.log10(hi / lo):.2f} decades): a fit needs {MIN_SIZES} sizes over {MIN_DECADES:g} decades"

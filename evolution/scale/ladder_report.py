@@ -14,12 +14,20 @@ from store import Store
 def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
     """``ladder``: the ranked rows of the run's latest ladder (best first; [] without one),
     ``ladder_transfer``: its rank correlations, ``ladder_warning``: a line when the search's
-    order did not hold up the ladder (Spearman ρ < 0.3)."""
+    order did not hold up the ladder (Spearman ρ < 0.3), ``ladder_verdict``: in plain words
+    whether it held (``verdict``), ``ladder_regime``: what its budget makes of the fit
+    (`evolution.scale.regime`: a fixed-data ladder is not a scaling law)."""
     from evolution.scale.search_ladder import ladder_row_dict
 
     rows = store.ladder(run_id)
     if not rows:
-        return {"ladder": [], "ladder_transfer": [], "ladder_warning": None}
+        return {
+            "ladder": [],
+            "ladder_transfer": [],
+            "ladder_warning": None,
+            "ladder_verdict": None,
+            "ladder_regime": None,
+        }
     last = max(r.generation for r in rows)
     transfer = [
         transfer_dict(t)
@@ -39,7 +47,53 @@ def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
         "ladder": [{"generation": r.generation, **ladder_row_dict(r)} for r in rows if r.generation == last],
         "ladder_transfer": transfer,
         "ladder_warning": warning,
+        "ladder_verdict": verdict(search),
+        "ladder_regime": regime_of(store, run_id),
     }
+
+
+def verdict(search: dict[str, Any] | None) -> str | None:
+    """Whether the search's order held up the ladder, from the ``"search"`` → ``"ladder@N"``
+    transfer row: *held* when the Spearman interval lies above 0, *reversed* when below,
+    otherwise *not shown* (the interval includes 0, or there is none: fewer than 6 fitted
+    elites, `evaluation.transfer.MIN_INTERVAL_PAIRS`)."""
+    if search is None:
+        return None
+    rho, low, high, n = search["spearman"], search["spearman_low"], search["spearman_high"], search["n"]
+    if rho is None:
+        return (
+            f"the search's order at scale is not determined: {n} fitted elite(s), a rank correlation "
+            "needs 3 that differ"
+        )
+    text = f"Spearman ρ {rho:.2f} {interval(low, high)} over {n} fitted elites"
+    if low is None or high is None:
+        return f"the search's order at scale is not determined: {text}; an interval needs 6 (--ladder-elites)"
+    if low > 0:
+        return f"the search's order held at scale: {text}, the interval above 0"
+    if high < 0:
+        return f"the search's order reversed at scale: {text}, the interval below 0"
+    return (
+        f"the search's order did not demonstrably hold at scale: {text}, the interval includes 0: rank "
+        "the elite by the ladder (--select-by ladder)"
+    )
+
+
+def regime_of(store: Store, run_id: str) -> str | None:
+    """The regime line of a run's ladder, from its config's budget (a run stored before
+    ``ladder_tokens_per_param`` existed trained a fixed ``ladder_tokens``)."""
+    from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
+    from evolution.scale.regime import classify
+
+    run = store.get_run(run_id)
+    if run is None:
+        return None
+    config = run.config
+    tokens = config.get("ladder_tokens")
+    per_param = config.get("ladder_tokens_per_param", LADDER_TOKENS_PER_PARAM)
+    if tokens is None and per_param is None:
+        return None
+    regime = classify(None if tokens is not None else float(per_param), tokens and round(tokens), [], None)
+    return regime.message
 
 
 def individual_ladder(store: Store, run_id: str, individual_id: int) -> dict[str, Any] | None:
@@ -60,13 +114,20 @@ def loss_text(row: dict[str, Any]) -> str:
 
 
 def ladder_lines(
-    rows: list[dict[str, Any]], transfer: list[dict[str, Any]], warning: str | None = None
+    rows: list[dict[str, Any]],
+    transfer: list[dict[str, Any]],
+    warning: str | None = None,
+    regime: str | None = None,
+    verdict: str | None = None,
 ) -> list[str]:
-    """The ladder as text lines: one per elite individual, then the transfer."""
+    """The ladder as text lines: one per elite individual, then the transfer and the regime."""
     if not rows:
         return []
     target = rows[0]["target_params"]
-    lines = [f"ladder: the elite ranked by loss extrapolated to {target:,.0f} parameters (95% intervals):"]
+    lines = [
+        f"ladder: the elite ranked by loss extrapolated to {target:,.0f} non-embedding parameters "
+        "(95% intervals):"
+    ]
     for r in rows:
         rank = "-" if r["rank"] is None else str(r["rank"])
         quality = "?" if r["quality"] is None else f"{r['quality']:.3f}"
@@ -75,9 +136,13 @@ def ladder_lines(
         )
     for t in transfer:
         lines.append(f"  transfer {t['lower_fidelity']} -> {t['higher_fidelity']}: {correlation_text(t)}")
+    if regime:
+        lines.append(f"  regime: {regime}")
+    if verdict:
+        lines.append(f"  verdict: {verdict}")
     if warning:
         lines.append(warning)
     return lines
 
 
-__all__ = ["individual_ladder", "ladder_lines", "ladder_summary", "loss_text"]
+__all__ = ["individual_ladder", "ladder_lines", "ladder_summary", "loss_text", "regime_of", "verdict"]

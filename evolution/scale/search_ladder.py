@@ -1,18 +1,23 @@
 """`evolve run --ladder`: take the run's Pareto elite up a size ladder and rank it there.
 
 A search judges candidates at one tiny size; what a user wants is the design that is best
-larger. After the run's last generation the ladder takes the Pareto front (best quality
-first, at most ``ladder_elites``; when any clears the quality floor, only those) and, for
-each elite individual:
+larger. After the run's last generation the ladder takes the elite (``elite_of``: the Pareto
+front, best quality first, then the next best by quality, at most ``ladder_elites``, 8 by
+default so that the search → ladder correlation has an interval; when any clears the quality
+floor, only those) and, for each elite individual:
 
 * resizes its genome along ``ladder_axis`` (``evolution.scale.ladder``, width and depth
   together by default) into ``ladder_sizes`` or, by default, a **compact ladder**: its
   smallest valid model ``N₀``, the first model with ``N ≥ 10^1.5·N₀`` (the least span a fit
   accepts) and the two models nearest the log-even sizes between them;
-* trains every size ``ladder_seeds`` times on ``ladder_task`` (bytelm) for ``ladder_tokens``
-  tokens each, through the run's own Ray pool; the points are the elite's **scale run**
-  (``evolution.scale.train``: ``kind: "scale"``, natural keys), so a killed ladder resumes without
-  retraining and ``evolve scale`` of the same genome and sizes finds the same points;
+* trains every size ``ladder_seeds`` times on ``ladder_task`` (``bytelm_en``, real English
+  text) for ``ladder_tokens_per_param`` (5) tokens per non-embedding parameter, or with
+  ``ladder_tokens`` one fixed count for every size (a fixed-data ladder: labelled, not a
+  scaling law, `evolution.scale.regime`), through the run's own Ray pool; a size over the
+  epoch cap (4 passes over the text) leaves its elite unranked with the reason; the points
+  are the elite's **scale run** (``evolution.scale.train``: ``kind: "scale"``, natural keys),
+  so a killed ladder resumes without retraining and ``evolve scale`` of the same genome and
+  sizes finds the same points;
 * fits ``L(N) = E + A·N^(−α)`` (``evaluation.scaling``) and extrapolates to
   ``target_params``: ``L̂ = E + A·target^(−α)``, with the fit's bootstrap replicates giving
   the interval (percentiles, widened by the same Student factor as the fit's own).
@@ -44,6 +49,7 @@ from evaluation.scaling.fit import interval as student_interval
 from evaluation.tasks import get_task
 from evaluation.transfer import rank_transfer
 from evolution.evaluating import below_floor, quality_of
+from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
 from evolution.scale.ladder import MIN_DECADES, Design
 from evolution.scale.train import Budget, Plan, Recorder, fit_points, make_plan, train_recorded
 from genome import Genome
@@ -58,12 +64,19 @@ class LadderSettings:
 
     elites: int
     sizes: tuple[float, ...] | None
-    tokens: int
+    tokens: int | None  # a fixed-data ladder; None: tokens_per_param
     seeds: int
     task: str
     axis: str
     target_params: float
     timeout_s: float
+    tokens_per_param: float = LADDER_TOKENS_PER_PARAM
+
+    @property
+    def budget(self) -> Budget:
+        if self.tokens is not None:
+            return Budget(tokens=self.tokens)
+        return Budget(per_param=self.tokens_per_param)
 
     @classmethod
     def of(cls, config: Any) -> LadderSettings:
@@ -71,12 +84,13 @@ class LadderSettings:
         return cls(
             config.ladder_elites,
             sizes,
-            round(config.ladder_tokens),
+            None if config.ladder_tokens is None else round(config.ladder_tokens),
             config.ladder_seeds,
             config.ladder_task,
             config.ladder_axis,
             float(config.target_params),
             config.ladder_timeout_s,
+            float(config.ladder_tokens_per_param),
         )
 
 
@@ -89,7 +103,7 @@ def compact_sizes(design: Design, axis: str) -> list[float]:
         g = design.genome(shape)
         if g is None:
             continue
-        p = account(g).params
+        p = account(g).non_embedding_params
         if not found or p > found[-1]:
             found.append(p)
         if p >= found[0] * 10**MIN_DECADES:
@@ -110,13 +124,26 @@ def compact_sizes(design: Design, axis: str) -> list[float]:
 
 
 def elite_of(population: Sequence[Any], floor: float | None, limit: int) -> list[Any]:
-    """The Pareto front, best quality first, at most ``limit``; only those at or above the
-    quality floor when any is."""
+    """At most ``limit`` candidates: the Pareto front, best quality first, then the next best
+    by quality (an interval on the search → ladder correlation needs at least 6, better 8 or
+    more); each genome once, only evaluated ones, and only those at or above the quality floor
+    when any is."""
     from evolution.selection import pareto_front
 
     front = pareto_front(population)
-    cleared = [c for c in front if not below_floor(quality_of(c.metrics), floor)]
-    return (cleared or front)[:limit]
+    seen = {c.genome.id for c in front}
+    rest: list[Any] = []
+    for c in sorted(population, key=lambda c: -quality_of(c.metrics)):
+        if (
+            getattr(c, "status", "ok") == "ok"
+            and not getattr(c, "violation", None)
+            and c.genome.id not in seen
+        ):
+            seen.add(c.genome.id)
+            rest.append(c)
+    ranked = front + rest
+    cleared = [c for c in ranked if not below_floor(quality_of(c.metrics), floor)]
+    return (cleared or ranked)[:limit]
 
 
 @dataclass
@@ -174,7 +201,7 @@ def plan_elite(candidates: Sequence[Any], settings: LadderSettings) -> list[Elit
                 settings.axis,
                 settings.task,
                 sizes,
-                [Budget(tokens=settings.tokens)],
+                [settings.budget],
                 settings.seeds,
                 settings.timeout_s,
             )

@@ -4,6 +4,10 @@ A ``Plan`` is the ladder (``evolution.scale.ladder``) times the token budgets ti
 one ``Point`` per (rung, budget, replicate). A point is one evaluation with the natural key
 ``(genome id, task, steps, seed)`` of every evaluation in the store:
 
+* **params** (N) are non-embedding parameters (``Rung.params``; the total rides along as
+  ``total_params``), the N of the fit and of ``tokens_per_param``;
+* **epochs**: a point's tokens over the task's finite training text; a plan with a point
+  over 4 is refused and every plan carries its ``Regime`` (`evolution.scale.regime`);
 * **steps**: the budget's tokens (``tokens_per_param × params``, or a fixed count) over the
   task's tokens per step (``train_batch_size × seq_len``), rounded, at least 1; a point's
   ``tokens`` are the ones it actually trains on;
@@ -51,14 +55,10 @@ from evaluation.tasks import derive_seed, get_task
 from evolution.pools import ray_pool
 from evolution.scale.defaults import DEFAULT_TIMEOUT_S, MAX_SEEDS
 from evolution.scale.ladder import Design, Rung, ladder
+from evolution.scale.regime import MAX_EPOCHS, Regime, classify, default_top, epoch_cap, text_tokens_of
 from evolution.training_run import TrainingRecorder
 from genome import Genome
 from store import Store
-
-# Repeating the training data up to about 4 epochs costs little against new data; beyond, the
-# held-out loss measures memorisation more than scale (Muennighoff et al. 2023, "Scaling
-# Data-Constrained Language Models"): a ladder that goes further is warned about.
-MAX_EPOCHS = 4.0
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class Point:
     budget: int  # index into the plan's budgets
     replicate: int
     genome_id: str
-    params: int
+    params: int  # non-embedding: the fit's N
     width: int
     depth: int
     steps: int
@@ -111,6 +111,7 @@ class Point:
     evaluation_id: int | None = None
     origin: str = ""  # "stored", "copied" (from another run), "trained"
     epochs: float | None = None  # passes over the task's training text, where it is finite
+    total_params: int = 0
 
     def key(self, task: str) -> tuple[str, str, int, int]:
         return (self.genome_id, task, self.steps, self.seed)
@@ -124,6 +125,7 @@ class Point:
     def to_dict(self) -> dict[str, Any]:
         return {
             "params": self.params,
+            "total_params": self.total_params,
             "tokens": self.tokens,
             "seed": self.seed,
             "loss": self.loss,
@@ -156,6 +158,7 @@ class Plan:
     points: list[Point]
     run_id: str | None = None
     warnings: list[str] = field(default_factory=list)
+    regime: Regime | None = None  # of the first budget (`evolution.scale.regime`)
 
     @property
     def source(self) -> str:
@@ -196,8 +199,9 @@ def make_plan(
     strict: bool = True,
 ) -> Plan:
     """The ladder's points (module docstring); ``LadderError`` (one line) when it cannot
-    determine a fit: fewer than 2 seeds, or a ladder ``scale_ladder.ladder`` refuses
-    (``strict``: as there)."""
+    determine a fit: fewer than 2 seeds, a ladder ``scale_ladder.ladder`` refuses (``strict``:
+    as there), or a point over the epoch cap (`evolution.scale.regime`). Without ``sizes`` the
+    largest default size is what the task's text allows (``regime.default_top``)."""
     if seeds < 2:
         raise LadderError(f"{seeds} seed(s): an interval needs at least 2 seeds at every size (--seeds)")
     if seeds > MAX_SEEDS:
@@ -206,8 +210,20 @@ def make_plan(
         raise LadderError("no token budget")
     t = get_task(task)
     per_step = t.train_batch_size * t.seq_len
-    data = getattr(t, "train_split_tokens", None)  # a finite training text (bytelm)
-    rungs = ladder(design, axis, sizes, strict=strict)
+    data = text_tokens_of(t)  # a finite training text (bytelm)
+    ratios = [b.per_param for b in budgets if b.per_param is not None]
+    ratio = max(ratios) if ratios else None
+    try:
+        rungs = ladder(
+            design, axis, sizes, strict=strict, top=lambda smallest: default_top(smallest, data, ratio)
+        )
+    except LadderError as e:
+        if sizes is None and data and ratio:
+            raise LadderError(
+                f"{e} (the default sizes stop where {ratio:g} tokens per parameter pass over the "
+                f"{data:,}-token text {MAX_EPOCHS:g} times: use a larger text or fewer tokens per parameter)"
+            ) from None
+        raise
     points = []
     for i, rung in enumerate(rungs):
         for j, budget in enumerate(budgets):
@@ -226,20 +242,13 @@ def make_plan(
                         steps * per_step,
                         seed_of(rung.genome.id, task, k),
                         epochs=None if not data else steps * per_step / data,
+                        total_params=rung.total_params,
                     )
                 )
+    epoch_cap([(p.params, p.tokens, p.epochs) for p in points], data, [b.per_param for b in budgets])
     plan = Plan(design, axis, task, rungs, list(budgets), seeds, timeout_s, per_step, points)
-    repeated = [p for p in points if p.epochs is not None and p.epochs > MAX_EPOCHS]
-    if repeated and data:
-        worst = max(repeated, key=lambda p: p.epochs or 0.0)
-        many = len({p.params for p in repeated})
-        need = math.ceil(worst.tokens / MAX_EPOCHS / 0.9 / 1e6)  # MB of text, 90 % of it for training
-        plan.warnings.append(
-            f"{many} size(s) from {min(p.params for p in repeated):,} parameters repeat the "
-            f"{data:,}-token training text more than {MAX_EPOCHS:g} times (up to {worst.epochs:.1f} at "
-            f"{worst.params:,}): their held-out loss measures memorisation more than scale; use a text of "
-            f"at least {need} MB (--task bytelm:PATH), fewer tokens per parameter or smaller sizes"
-        )
+    first = budgets[0]
+    plan.regime = classify(first.per_param, first.tokens, [p.epochs for p in points if p.budget == 0], data)
     return plan
 
 
@@ -423,6 +432,7 @@ def plan_summary(plan: Plan, n_boot: int) -> tuple[dict[str, Any], PowerLawFit]:
         "rungs": [{**r.to_dict(), "lr": learning_rate(r.shape.width)} for r in plan.rungs],
         "points": points,
         "fit": fit_dict(fit),
+        "regime": plan.regime.to_dict() if plan.regime is not None else None,
         "warnings": list(plan.warnings),
     }
     if len(plan.budgets) > 1:

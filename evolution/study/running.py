@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 Callback = Callable[[Any, GenerationReport], None]  # (search, the committed generation's report)
 #: what a resumed search may take anew (the CLI's `--resume` options): how far and where it runs
 RESUME_OVERRIDES: tuple[str, ...] = ("generations", "workers", "ray_address", "ladder", "target_params")
-RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens", "timeout_s")
+RESUME_OVERRIDES += ("ladder_sizes", "ladder_elites", "ladder_tokens", "ladder_tokens_per_param", "timeout_s")
+RESUME_OVERRIDES += ("select_by",)
 STOPPED = "stopped by Search.stop()"
 
 

@@ -1,4 +1,5 @@
-"""Byte-level language modelling: real offline text, next-byte targets, a held-out tail."""
+"""Byte-level language modelling: real offline text, next-byte targets, held-out text (a tail of
+one stream; whole documents of the English corpus), loss per source."""
 
 from __future__ import annotations
 
@@ -16,17 +17,19 @@ def test_windows_are_next_byte_pairs_of_the_corpus():
     assert inputs.shape == targets.shape == (4, 32)
     assert (inputs[:, 0] == BOS).all()
     assert torch.equal(inputs[:, 1:], targets[:, :-1])
-    corpus = bytes(task.corpus.tolist())
+    train = bytes(task.train_text.tolist())
     for row in targets:
-        assert bytes(row.tolist()) in corpus[: task._split]
+        assert bytes(row.tolist()) in train
 
 
 def test_held_out_windows_come_from_the_tail_only():
     task = get_task("bytelm", seq_len=32)
     corpus = bytes(task.corpus.tolist())
+    split = task.train_split_tokens
+    assert corpus.startswith(bytes(task.train_text.tolist()))
     for _, targets in task.eval_batches(3, 4):
         for row in targets:
-            assert corpus.find(bytes(row.tolist()), task._split - 32) >= task._split - 31
+            assert corpus.find(bytes(row.tolist()), split - 32) >= split - 31
 
 
 def test_a_named_file_is_the_corpus_and_bad_paths_are_one_line_errors(tmp_path):

@@ -60,15 +60,17 @@ def test_the_compact_ladder_spans_the_least_a_fit_accepts(kind: str) -> None:
     sizes = compact_sizes(design, "both")
     assert len(sizes) == 4 and sizes == sorted(set(sizes))
     assert math.log10(sizes[-1] / sizes[0]) >= MIN_DECADES
-    smallest = min(account(g).params for s in design.shapes("both") if (g := design.genome(s)) is not None)
+    smallest = min(
+        account(g).non_embedding_params for s in design.shapes("both") if (g := design.genome(s)) is not None
+    )
     assert sizes[0] == smallest  # it starts at the design's smallest valid model
     # every size is a model of the axis (the plan's strict match accepts them as they are)
     found = set()
     for s in design.shapes("both"):
         g = design.genome(s)
         if g is not None:
-            found.add(account(g).params)
-        if g is not None and account(g).params >= sizes[-1]:
+            found.add(account(g).non_embedding_params)
+        if g is not None and account(g).non_embedding_params >= sizes[-1]:
             break
     assert set(sizes) <= found
 
@@ -90,16 +92,26 @@ def test_the_extrapolated_loss_is_the_fitted_curve_with_a_bootstrap_interval() -
 class _Candidate:
     def __init__(self, id: int, quality: float, params: int) -> None:
         self.id, self.metrics = id, {"quality": quality, "params": params}
+        self.status, self.violation = "ok", None
+        self.genome = type("G", (), {"id": f"g{id}"})()
 
 
-def test_the_elite_is_the_front_above_the_floor_best_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    import evolution.selection as selection
-
-    pop = [_Candidate(1, 0.02, 10), _Candidate(2, 0.6, 500), _Candidate(3, 0.3, 100), _Candidate(4, 0.9, 900)]
-    monkeypatch.setattr(selection, "pareto_front", lambda p: sorted(p, key=lambda c: -c.metrics["quality"]))
-    assert [c.id for c in elite_of(pop, 0.05, 10)] == [4, 2, 3]  # 0.02 is under the floor
-    assert [c.id for c in elite_of(pop, 0.05, 2)] == [4, 2]
+def test_the_elite_is_the_front_then_the_next_best_by_quality_above_the_floor() -> None:
+    pop = [
+        _Candidate(1, 0.02, 10),
+        _Candidate(2, 0.6, 500),
+        _Candidate(3, 0.3, 100),
+        _Candidate(4, 0.9, 900),
+        _Candidate(5, 0.5, 800),  # dominated by 2
+        _Candidate(6, 0.7, 2000),  # dominated by 4
+    ]
+    failed = _Candidate(7, 0.95, 10)
+    failed.status = "timeout"
+    assert [c.id for c in elite_of([*pop, failed], 0.05, 10)] == [4, 2, 3, 6, 5]  # 0.02: under the floor
+    assert [c.id for c in elite_of(pop, 0.05, 4)] == [4, 2, 3, 6]
+    assert [c.id for c in elite_of(pop, None, 10)] == [4, 2, 3, 1, 6, 5]  # the whole front first
     assert [c.id for c in elite_of([pop[0]], 0.05, 2)] == [1]  # none clears it: the front
+    assert RunConfig().ladder_elites == 8  # enough for an interval on the transfer (6 or more)
 
 
 # -- the store -------------------------------------------------------------------------------
@@ -143,6 +155,8 @@ def test_ladder_options_are_checked_in_one_line() -> None:
         RunConfig(ladder=True, ladder_sizes=("1e4", "x", "4e5", "8e5"))
     with pytest.raises(ValueError, match="target_params"):
         RunConfig(ladder=True, target_params=0)
+    with pytest.raises(ValueError, match="ladder_tokens_per_param"):
+        RunConfig(ladder=True, ladder_tokens_per_param=0)
     assert RunConfig(ladder=True, ladder_sizes=("1e4", "4e4", "1.6e5", "6.4e5")).ladder_sizes is not None
     with pytest.raises(ValueError, match="nb201 space"):
         RunConfig(ladder=True, space="nb201")
@@ -154,10 +168,10 @@ ALPHAS = {"attention": 0.45, "gru": 0.15}  # attention scales better, gru search
 
 def _table(request: EvalRequest) -> dict[str, Any]:
     genome = Genome.from_yaml(request.genome_yaml)
-    n = account(genome).params
+    n = account(genome).non_embedding_params
     kinds = {b.gene.kind for r in genome.regions for b in r.bases}
     family = "attention" if "attention" in kinds else "gru"
-    if request.task == "bytelm":  # the ladder: a known power law per family
+    if request.task.startswith("bytelm"):  # the ladder: a known power law per family
         wobble = ((request.seed % 997) / 997 - 0.5) * 0.002
         return {"loss": 1.0 + 40.0 * n ** -ALPHAS[family] + wobble, "params": n}
     quality = 0.8 if family == "gru" else 0.5  # the search prefers gru at its tiny size
@@ -199,7 +213,8 @@ def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(
     code, out, _ = _evolve("report", "--store", db, "--json")
     assert json.loads(out)["ladder"] == data["ladder"]
     code, text, _ = _evolve("report", "--store", db)
-    assert "ladder: the elite ranked by loss extrapolated to 1,000,000 parameters" in text
+    assert "ladder: the elite ranked by loss extrapolated to 1,000,000 non-embedding parameters" in text
+    assert "regime: scaling law along D = 5·N (non-embedding N)" in text
     page = tmp_path / "report.html"
     code, _, err = _evolve("report", "--store", db, "--html", str(page))
     assert code == 0, err
@@ -223,3 +238,61 @@ def test_a_ladder_that_cannot_fit_is_kept_unranked_with_its_reason() -> None:
     elite = EliteLadder(7, 0.5, _Plan())  # type: ignore[arg-type]  # no point trained
     assert rank_elite([elite], 1e6) == [None]
     assert elite.note.startswith("individual 7:") and elite.loss is None and elite.fit is None
+
+
+def test_the_ladder_regime_comes_from_the_run_budget(tmp_path: Path) -> None:
+    from evolution.scale.ladder_report import regime_of
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with Store(url) as store:
+        fixed = RunConfig(ladder=True, ladder_tokens=200_000, task="compression").to_dict()
+        per_param = RunConfig(ladder=True, task="compression").to_dict()
+        old = {k: v for k, v in fixed.items() if k != "ladder_tokens_per_param"}  # a run of before
+        runs = [store.create_run(c, seed=0, task="compression") for c in (fixed, per_param, old)]
+        texts = [regime_of(store, r) or "" for r in runs]
+    assert "fixed-data ladder" in texts[0] and "not a scaling law" in texts[0]
+    assert texts[1].startswith("scaling law along D = 5·N") and texts[2] == texts[0]
+
+
+def test_the_verdict_says_plainly_whether_the_search_order_held() -> None:
+    from evolution.scale.ladder_report import verdict
+
+    def row(rho: float | None, low: float | None, high: float | None, n: int = 8) -> dict[str, Any]:
+        return {"spearman": rho, "spearman_low": low, "spearman_high": high, "n": n}
+
+    assert verdict(row(0.8, 0.4, 0.95)).startswith("the search's order held at scale: Spearman ρ 0.80")
+    assert verdict(row(-0.7, -0.9, -0.2)).startswith("the search's order reversed at scale")
+    text = verdict(row(0.3, -0.4, 0.8))
+    assert "did not demonstrably hold" in text and "includes 0" in text and "--select-by ladder" in text
+    assert "not determined" in verdict(row(0.9, None, None, 5)) and "needs 6" in verdict(
+        row(0.9, None, None, 5)
+    )
+    assert "not determined" in verdict(row(None, None, None, 2))
+    assert verdict(None) is None
+
+
+def test_select_by_ladder_makes_the_ladders_rank_1_the_runs_best(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evolution.report.summary import best_individual
+
+    pool = TableEvaluator(_table)
+    monkeypatch.setattr(cli_run, "_pool_for", lambda engine, store: nullcontext(pool))
+    db = f"sqlite:///{tmp_path / 'sel.db'}"
+    argv = ["run", "--population", "4", "--generations", "0", "--task", "compression", "--min-steps", "0"]
+    argv += ["--objectives", "quality", "--ladder", "--ladder-elites", "4", "--store", db]
+    with pytest.raises(SystemExit) as exit_info:  # argparse's choices
+        _evolve(*argv, "--select-by", "nonsense")
+    assert exit_info.value.code == 2
+    no_ladder = [a for a in argv if a != "--ladder"]
+    code, _, err = _evolve(*no_ladder, "--select-by", "ladder")
+    assert code == 2 and "--select-by ladder needs --ladder" in err and err.count("\n") == 1
+    code, out, err = _evolve(*argv, "--select-by", "ladder", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    first = next(r for r in data["ladder"] if r["rank"] == 1)
+    assert data["selected_by"] == "ladder" and data["best"]["id"] == first["individual_id"]
+    with Store(db, create=False) as store:
+        assert best_individual(store, data["run_id"]).id == first["individual_id"]
+    code, text, _ = _evolve("report", "--store", db)
+    assert "verdict: the search's order" in text
