@@ -130,6 +130,7 @@ class Soak:
         self.t0 = time.monotonic()
         self.deadline = self.t0 + plan.max_s
         self.outages: list[tuple[float, float]] = []
+        self.strikes_left = 1  # this strike and those after it (set by the schedule's loop)
 
     # -- the store, read beside the driver -------------------------------------------------
 
@@ -243,12 +244,15 @@ class Soak:
         The delay is drawn uniformly from a fifth of the start-up time to the start-up plus 1.5
         times what a driver's first generation took the reference (generation 0: a new driver
         starts its Ray workers anew, as the reference did then), so that about a third of the
-        kills come after that commit, but ends half a last generation before the run would
-        finish (at the reference's pace), so that the kills do not run out of run to kill."""
+        kills come after that commit; and past that first generation by at most the share of
+        the run left (at the reference's pace) of each strike still to come, ending half a last
+        generation before the run would finish, so that the kills do not run out of run to kill
+        (a late generation can take seconds where generation 0 took most of a minute)."""
         driver = self.ensure_driver()
         spans, shortest = self.pace.spans, 0.2 * self.pace.startup_s
         following = spans[(self.state() or {"last": -1})["last"] + 2 :]  # after the life's first
-        longest = self.pace.startup_s + min(1.5 * spans[0], spans[0] + sum(following) - 0.5 * spans[-1])
+        share = min(sum(following) / max(1, self.strikes_left), sum(following) - 0.5 * spans[-1])
+        longest = self.pace.startup_s + min(1.5 * spans[0], spans[0] + share)
         delay = 0.0 if now else self.rng.uniform(shortest, max(shortest, longest))
         if not self.sleep_alive(delay):
             return False
@@ -450,7 +454,9 @@ def _soak(plan: Plan, echo: Any, work: Path) -> Outcome:
                 for i in range(plan.readers)
             ]
             soak = Soak(plan, soak_url, nodes.address, work, pace)
-            for kind in schedule(plan, soak.rng):
+            order = schedule(plan, soak.rng)
+            for index, kind in enumerate(order):
+                soak.strikes_left = len(order) - index
                 done = {
                     DRIVER: soak.kill_driver,
                     RETRY: lambda: soak.kill_driver(now=True),

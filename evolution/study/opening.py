@@ -92,8 +92,10 @@ def load_search(store: str | Store = DEFAULT_STORE, run_id: str | None = None, *
             run_id = opened.resolve_run(run_id)
         record = opened.get_run(run_id)
         if record is None or record.kind != "search":
-            kind = "no run" if record is None else f"an evolve {record.kind} run, not a search"
-            raise UsageError(f"run {run_id}: {kind}")
+            if record is None:
+                raise UsageError(f"run {run_id}: no run")
+            what = {"scale": "an evolve scale ladder"}.get(record.kind, f"an evolve {record.kind} run")
+            raise UsageError(f"run {run_id}: {what}, not a search: run evolve {record.kind} again")
     except BaseException:
         if owns:
             opened.close()

@@ -277,7 +277,7 @@ def test_select_by_ladder_makes_the_ladders_rank_1_the_runs_best(
     from evolution.report.summary import best_individual
 
     pool = TableEvaluator(_table)
-    monkeypatch.setattr(cli_run, "_pool_for", lambda engine, store: nullcontext(pool))
+    monkeypatch.setattr(study_running, "pool_for", lambda engine, store: nullcontext(pool))
     db = f"sqlite:///{tmp_path / 'sel.db'}"
     argv = ["run", "--population", "4", "--generations", "0", "--task", "compression", "--min-steps", "0"]
     argv += ["--objectives", "quality", "--ladder", "--ladder-elites", "4", "--store", db]
