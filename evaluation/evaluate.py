@@ -151,6 +151,13 @@ def train_model(
 
     try:
         try:
+            if request.plugins:
+                from phenotype.plugins import import_pinned
+
+                import_pinned(tuple(request.plugins))
+        except ValueError as error:  # this worker lacks the plugin's code, or has another version
+            return finish("crash", f"plugin code on {socket.gethostname()}: {error}")
+        try:
             task = get_task(request.task, **request.task_overrides)
         except TaskCodeError as error:  # this worker lacks the user's code, or has another version
             return finish("crash", f"task code on {socket.gethostname()}: {error}")

@@ -235,6 +235,16 @@ class RunConfig:
     ladder_tokens: float = field(
         default=2e5, metadata=cli("ladder: training tokens of every size (200000)", metavar="D")
     )
+    plugins: tuple[str, ...] = field(
+        default=(),
+        metadata=cli(
+            "a user's block kinds: modules (or installed dogma_evolve.kinds entry points) that "
+            "register gene kinds and blocks, comma list; the search draws their kinds after "
+            "the built-ins (docs/plugins.md)",
+            flag="--plugin",
+            metavar="MODULE[,MODULE]",
+        ),
+    )
     # -- library only -----------------------------------------------------------------------
     ladder_seeds: int = 2  # per size: an interval needs 2
     ladder_task: str = "bytelm"
@@ -249,6 +259,10 @@ class RunConfig:
     # settings, fingerprint of the code, and the contract's values, so that a run resumes
     # with the same code and a reader never imports it. Filled in by `__post_init__`.
     task_code: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+    # A user's block kinds (`phenotype.plugins`), by their pinned text MODULE#FINGERPRINT:
+    # module, fingerprint, where the code lay, each kind's role and gene spec as data, so
+    # that a resume re-imports the same code and a reader shows genomes without it.
+    plugin_code: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         objectives = tuple(self.objectives)
@@ -306,7 +320,35 @@ class RunConfig:
         task, task_code = SPACES[self.space].pin_tasks(self.task, self.task_code)
         object.__setattr__(self, "task", task)
         object.__setattr__(self, "task_code", task_code)
+        self._pin_plugins()
         SPACES[self.space].check_config(self)
+
+    def _pin_plugins(self) -> None:
+        """Each plugin that `plugin_code` records stands in as its recorded genes (nothing
+        imported: a stored run read back); any other is imported, checked and pinned
+        (`phenotype.plugins.pin`, torch)."""
+        plugins = tuple(p.strip() for p in self.plugins if p.strip())
+        if not plugins:
+            return
+        if self.space != "dogma":
+            raise ValueError(f"--plugin adds block kinds to DOGMA genomes: the {self.space} space has none")
+        if all(p in self.plugin_code for p in plugins):
+            from genome.kinds import register_recorded
+
+            for p in plugins:
+                register_recorded(self.plugin_code[p]["genes"])
+            object.__setattr__(self, "plugins", plugins)
+            return
+        from phenotype.plugins import pin
+
+        pinned, records = pin(plugins, self.plugin_code)
+        for p in pinned:
+            if p in self.plugin_code:
+                from genome.kinds import register_recorded
+
+                register_recorded(records[p]["genes"])
+        object.__setattr__(self, "plugins", pinned)
+        object.__setattr__(self, "plugin_code", records)
 
     def _check_bounds(self) -> None:
         """Every size within `SIZE_BOUNDS`, so that a mistyped value is a one-line refusal
@@ -367,6 +409,10 @@ class RunConfig:
         d["memory_parts"] = list(self.memory_parts)
         if not self.task_code:  # built-in tasks only: the dict of every run before user tasks
             del d["task_code"]
+        if not self.plugins:  # built-in kinds only: the dict of every run before plugins
+            del d["plugins"], d["plugin_code"]
+        else:
+            d["plugins"] = list(self.plugins)
         return d
 
     @classmethod

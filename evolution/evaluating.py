@@ -357,6 +357,7 @@ class Evaluator:
                 timeout_s=self.config.timeout_s,
                 return_weights=final and self.space.keeps_weights and key.task == self.tasks[0],
                 precision=pool_precision(self.config.precision, pool),
+                plugins=self.config.plugins,
             )
             for key, inds in pending.items()
         ]

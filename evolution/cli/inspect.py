@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evolution.cli.output import emit_json, err, one_line, open_reader, out
-from evolution.cli.tasks import import_stored_tasks
+from evolution.cli.tasks import import_stored_plugins, import_stored_tasks
 from evolution.errors import UsageError
 from evolution.report.blame import blame_individual, labels, space_of
 from genome import Genome
@@ -293,6 +293,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     with open_reader(args.store) as store:
         run_id = store.resolve_run(args.run) if args.run else None
         record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
+        run = store.get_run(record.run_id)
+        if run is not None:  # its block kinds, imported with the code they were pinned to
+            import_stored_plugins(run.config, f"exporting individual {record.id}")
         if record.evaluation is not None:  # its example batch (and a replay) runs the task's code
             import_stored_tasks([record.evaluation.task], f"exporting individual {record.id}")
         info = export_individual(store, record, args.output, progress=err(), fmt=args.format)

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evolution.cli.output import emit_json, err, open_store, out
-from evolution.cli.tasks import import_stored_tasks, say_imported
+from evolution.cli.tasks import import_stored_plugins, import_stored_tasks, say_imported, say_plugins
 from evolution.config import RunConfig, cli_fields, switch
 from evolution.errors import UsageError
 from evolution.objectives import quality_of
@@ -79,6 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if not args.resume:
         say_imported(config.task_code)  # a user's task was imported by RunConfig
+        say_plugins(config.plugin_code)  # and a user's block kinds
         check_feasible(config)  # before the store or a run exists
     store = open_store(args.store, create=not (args.resume or config.memory_from))
     if args.resume:
@@ -86,6 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         stored = store.get_run(args.resume)
         if stored is not None:  # its user tasks, imported with the code they were pinned to
             import_stored_tasks(stored.task.split(","), f"resuming run {stored.id}")
+            import_stored_plugins(stored.config, f"resuming run {stored.id}")
     if config.memory_from:
         config = replace(config, memory_from=store.resolve_run(config.memory_from))
     progress = RunProgress(enabled=not args.quiet)

@@ -45,9 +45,8 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 import torch
 from torch import nn
 
-from genome.schema import KINDS, STRUCTURAL, KindSpec
+from genome.schema import KINDS, ROLES, STRUCTURAL, KindSpec
 
-ROLES = ("sequence", "channel", "regulatory")
 
 
 @dataclass(frozen=True)
@@ -86,6 +85,8 @@ class BlockConfig:
             raise ValueError(f"block for unknown gene kind {kind!r}: register its KindSpec first")
         if role not in ROLES:
             raise ValueError(f"block {kind!r}: role must be one of {', '.join(ROLES)}, got {role!r}")
+        if KINDS[kind].role not in (None, role):
+            raise ValueError(f"block {kind!r}: role {role!r} is not its gene's role {KINDS[kind].role!r}")
         if kind in REGISTRY:
             raise ValueError(f"block for gene kind {kind!r} registered twice")
         cls.kind = kind
