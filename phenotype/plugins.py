@@ -91,7 +91,7 @@ def load(text: str) -> dict[str, Any]:
             )
         if not kinds:
             raise plugins.PluginError(
-                f"plugin {module}: registers no block kind (a class FooConfig(BlockConfig, kind=..., role=...))"
+                f"plugin {module}: registers no block kind (class FooConfig(BlockConfig, kind=..., role=...))"
             )
         for kind in kinds:
             _check_kind(module, kind)
@@ -167,9 +167,10 @@ def import_pinned(texts: tuple[str, ...] | list[str]) -> None:
         load(text)
 
 
-def loaded_modules() -> dict[str, str]:
-    """Plugins loaded in this process: module -> where its code lies (for messages)."""
-    return {module: record["code"] for module, record in _loaded.items() if module in sys.modules}
+def pinned_loaded() -> tuple[str, ...]:
+    """The pinned texts of the plugins loaded in this process, in load order: what a
+    command that trains outside a search (`ablate`, `scale`, `calibrate`) sends its workers."""
+    return tuple(record["pinned"] for module, record in _loaded.items() if module in sys.modules)
 
 
 __all__ = [
@@ -177,7 +178,7 @@ __all__ = [
     "import_pinned",
     "kinds_of",
     "load",
-    "loaded_modules",
+    "pinned_loaded",
     "pin",
     "record_of",
     "resolve",

@@ -285,6 +285,7 @@ def cmd_blame(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from evolution.export import export_individual  # torch
     from evolution.report.summary import best_individual, resolve_individual
+    from phenotype.standalone.writer import StandaloneError
 
     if args.format == "hf":
         from evolution.export_hf import require_transformers
@@ -298,7 +299,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             import_stored_plugins(run.config, f"exporting individual {record.id}")
         if record.evaluation is not None:  # its example batch (and a replay) runs the task's code
             import_stored_tasks([record.evaluation.task], f"exporting individual {record.id}")
-        info = export_individual(store, record, args.output, progress=err(), fmt=args.format)
+        try:
+            info = export_individual(store, record, args.output, progress=err(), fmt=args.format)
+        except StandaloneError as e:  # code the package cannot carry (a plugin's, say)
+            raise UsageError(f"cannot export individual {record.id}: {e}") from None
     if args.json:
         emit_json(info)
     else:

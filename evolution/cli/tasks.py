@@ -79,7 +79,9 @@ def say_plugins(records: Mapping[str, Mapping[str, Any]]) -> None:
     """One stderr line per plugin a new run imported: its pinned text, module and kinds."""
     for text, record in records.items():
         kinds = ", ".join(record["kinds"])
-        err().print(f"evolve: plugin {text}: imported module {record['module']} from {record['code']} ({kinds})")
+        err().print(
+            f"evolve: plugin {text}: imported module {record['module']} from {record['code']} ({kinds})"
+        )
 
 
 __all__ = ["import_stored_plugins", "import_stored_tasks", "pin_task_option", "say_imported", "say_plugins"]

@@ -86,7 +86,9 @@ def register_recorded(genes: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if kind in KINDS:
             continue
         params = {
-            name: ParamSpec(p["type"], p["default"], p["low"], p["high"], tuple(p["choices"]), p.get("doc", ""))
+            name: ParamSpec(
+                p["type"], p["default"], p["low"], p["high"], tuple(p["choices"]), p.get("doc", "")
+            )
             for name, p in gene["params"].items()
         }
         register_kind(

@@ -192,7 +192,9 @@ def prefilter(genome: Genome) -> str | None:
     if not expressed_coding(doc):
         return "no expressed coding region: the model is its embeddings and head alone"
     if not mixers_of_doc(doc):
-        present = sorted({b.gene.kind for r in genome.regions for b in r.bases if is_sequence_mixer(b.gene.kind)})
+        present = sorted(
+            {b.gene.kind for r in genome.regions for b in r.bases if is_sequence_mixer(b.gene.kind)}
+        )
         why = f" ({', '.join(present)} silenced or degenerate)" if present else ""
         return f"no expressed sequence mixer{why}: each position sees only its own token"
     return None
