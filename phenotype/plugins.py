@@ -32,6 +32,7 @@ from typing import Any
 
 from genome import plugins
 from genome.kinds import is_built_in
+from genome.plugins import PluginError  # every refusal here: one line (a ValueError)
 from genome.schema import KINDS
 from phenotype.blocks.base import REGISTRY
 
@@ -46,7 +47,7 @@ def split_pinned(text: str) -> tuple[str, str | None]:
     if match:
         return match["module"], match["digest"]
     if "#" in text:
-        raise plugins.PluginError(f"plugin {text!r}: a pinned plugin is MODULE#<16 hex digits>")
+        raise PluginError(f"plugin {text!r}: a pinned plugin is MODULE#<16 hex digits>")
     return text.strip(), None
 
 
@@ -56,9 +57,7 @@ def resolve(name: str) -> str:
     target = plugins.entry_point(ENTRY_POINT_GROUP, name)
     module = (target or name).partition(":")[0]
     if not module or not all(part.isidentifier() for part in module.split(".")):
-        raise plugins.PluginError(
-            f"plugin {name!r} is not a module path (a.b.c) nor an installed entry point"
-        )
+        raise PluginError(f"plugin {name!r} is not a module path (a.b.c) nor an installed entry point")
     return module
 
 
@@ -86,11 +85,11 @@ def load(text: str) -> dict[str, Any]:
         kinds = kinds_of(module)
         orphans = [k for k in KINDS if k not in genes_before and k not in REGISTRY]
         if orphans:
-            raise plugins.PluginError(
+            raise PluginError(
                 f"plugin {module}: gene kind {orphans[0]!r} has no block (BlockConfig, kind=...)"
             )
         if not kinds:
-            raise plugins.PluginError(
+            raise PluginError(
                 f"plugin {module}: registers no block kind (class FooConfig(BlockConfig, kind=..., role=...))"
             )
         for kind in kinds:
@@ -99,7 +98,7 @@ def load(text: str) -> dict[str, Any]:
         _loaded[module] = record_of(module, kinds, fingerprint)
     record = _loaded[module]
     if expected is not None and expected != record["fingerprint"]:
-        raise plugins.PluginError(
+        raise PluginError(
             f"plugin {module}: its code has fingerprint {record['fingerprint']}, not {expected}"
             f" (the code at {record['code']} changed)"
         )
@@ -108,10 +107,10 @@ def load(text: str) -> dict[str, Any]:
 
 def _check_kind(module: str, kind: str) -> None:
     if is_built_in(kind):
-        raise plugins.PluginError(f"plugin {module}: kind {kind!r} is a built-in kind's name")
+        raise PluginError(f"plugin {module}: kind {kind!r} is a built-in kind's name")
     spec, block = KINDS[kind], REGISTRY[kind]
     if spec.role is None:
-        raise plugins.PluginError(
+        raise PluginError(
             f"plugin {module}: gene kind {kind!r} states no role (KindSpec(..., role={block.role!r}))"
         )
 
@@ -156,7 +155,7 @@ def pin(
         pinned.append(record["pinned"])
         records[record["pinned"]] = record
     if len(set(pinned)) != len(pinned):
-        raise plugins.PluginError("a plugin is named twice")
+        raise PluginError("a plugin is named twice")
     return tuple(pinned), records
 
 
@@ -175,6 +174,7 @@ def pinned_loaded() -> tuple[str, ...]:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "PluginError",
     "import_pinned",
     "kinds_of",
     "load",

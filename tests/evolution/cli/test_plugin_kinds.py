@@ -108,6 +108,10 @@ def test_a_plugin_kind_is_searched_resumed_replayed_and_exported(searched, tmp_p
     results = check_in_fresh_interpreter([out], tmp_path)  # neither ours nor the plugin on the path
     assert_package_works(results[str(out)], out)
 
+    hf = tmp_path / "hf"  # the export loads it through transformers and compares the logits
+    evolve(work, "export", "--id", genome_id, "-o", str(hf), "--format", "hf")
+    assert "from .dogma_blocks_base import" in (hf / "dogma_plugins_gated_deltanet.py").read_text()
+
 
 @pytest.mark.slow
 def test_readers_never_import_the_plugin_and_other_code_is_refused(searched, tmp_path):
@@ -188,7 +192,8 @@ def test_plugins_that_break_the_registration_are_refused_in_one_line(tmp_path):
     plugin_module(
         tmp_path,
         "gene_only",
-        'from genome import KindSpec, register_kind\nregister_kind(KindSpec("gene_only", ("T",), role="sequence"))\n',
+        "from genome import KindSpec, register_kind\n"
+        'register_kind(KindSpec("gene_only", ("T",), role="sequence"))\n',
     )
     plugin_module(tmp_path, "nothing", "X = 1\n")
     cases = {
