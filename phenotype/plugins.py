@@ -166,6 +166,19 @@ def import_pinned(texts: tuple[str, ...] | list[str]) -> None:
         load(text)
 
 
+def used_by(texts: tuple[str, ...] | list[str], genome_yaml: str) -> list[str]:
+    """The pinned plugins among ``texts`` (loaded) whose kinds the genome holds: what its
+    evaluation records (``metrics["plugins"]``), so that a result is reused only by a run
+    pinned to the same code (`evolution.evaluating`)."""
+    from genome import Genome
+
+    try:
+        kinds = {b.gene.kind for r in Genome.from_yaml(genome_yaml).regions for b in r.bases}
+    except ValueError:  # not a valid genome: building it says so (the result is `invalid`)
+        return []
+    return [t for t in texts if kinds & set(load(t)["kinds"])]
+
+
 def pinned_loaded() -> tuple[str, ...]:
     """The pinned texts of the plugins loaded in this process, in load order: what a
     command that trains outside a search (`ablate`, `scale`, `calibrate`) sends its workers."""
@@ -183,4 +196,5 @@ __all__ = [
     "record_of",
     "resolve",
     "split_pinned",
+    "used_by",
 ]

@@ -138,6 +138,18 @@ def test_readers_never_import_the_plugin_and_other_code_is_refused(searched, tmp
         assert "plugin gated_deltanet: its code has fingerprint" in line and "needs the code" in line
     assert not (tmp_path / "never").exists()
 
+    # the same search with the edited code: only results that did not use the plugin are reused
+    again = json.loads(evolve(work, "run", *RUN, "--json").stdout)["run_id"]
+    with contextlib.closing(sqlite3.connect(work / "evolve.db")) as db:
+        rows = db.execute(
+            "SELECT g.yaml LIKE '%gated_deltanet%', e.metrics FROM evaluations e "
+            "JOIN genomes g ON g.id = e.genome_id WHERE e.run_id = ?",
+            (again,),
+        ).fetchall()
+    assert any(uses for uses, _ in rows) and any(not uses for uses, _ in rows)
+    for uses, metrics in rows:
+        assert ("cached_from" in json.loads(metrics)) is not bool(uses), (uses, metrics[:200])
+
 
 PEEK = """
     def forward(self, x):
