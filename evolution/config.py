@@ -327,27 +327,21 @@ class RunConfig:
         """Each plugin that `plugin_code` records stands in as its recorded genes (nothing
         imported: a stored run read back); any other is imported, checked and pinned
         (`phenotype.plugins.pin`, torch)."""
+        from genome.kinds import register_recorded
+
         plugins = tuple(p.strip() for p in self.plugins if p.strip())
         if not plugins:
             return
         if self.space != "dogma":
             raise ValueError(f"--plugin adds block kinds to DOGMA genomes: the {self.space} space has none")
-        if all(p in self.plugin_code for p in plugins):
-            from genome.kinds import register_recorded
+        records = {p: self.plugin_code[p] for p in plugins if p in self.plugin_code}
+        if len(records) < len(plugins):
+            from phenotype.plugins import pin
 
-            for p in plugins:
-                register_recorded(self.plugin_code[p]["genes"])
-            object.__setattr__(self, "plugins", plugins)
-            return
-        from phenotype.plugins import pin
-
-        pinned, records = pin(plugins, self.plugin_code)
-        for p in pinned:
-            if p in self.plugin_code:
-                from genome.kinds import register_recorded
-
-                register_recorded(records[p]["genes"])
-        object.__setattr__(self, "plugins", pinned)
+            plugins, records = pin(plugins, self.plugin_code)
+        for record in records.values():  # a kind registered already (imported) is kept
+            register_recorded(record["genes"])
+        object.__setattr__(self, "plugins", plugins)
         object.__setattr__(self, "plugin_code", records)
 
     def _check_bounds(self) -> None:

@@ -12,10 +12,11 @@ the draw order (`genome.kinds.drawable`).
 
 **Loading** (:func:`load`): the module is imported (`genome.plugins.import_module`: from
 the current directory too), its kinds are the blocks whose config class is defined in it
-(or in its package), and each must have a gene that states the block's role and is not a
-built-in's. Its code is fingerprinted (`genome.plugins.code_fingerprint`) and its text made
-canonical, ``MODULE#FINGERPRINT``; a text pinned to another fingerprint is refused. Every
-failure is one :class:`~genome.plugins.PluginError` line.
+(or in its package), and each must have a gene that states the block's role (a built-in's
+name is refused by `register_kind` as the module registers it). Its code is fingerprinted
+(`genome.plugins.code_fingerprint`) and its text made canonical, ``MODULE#FINGERPRINT``; a
+text pinned to another fingerprint is refused. Every failure is one
+:class:`~genome.plugins.PluginError` line.
 
 **The record** (:func:`record_of`) is what a run stores (``RunConfig.plugin_code``): the
 module, fingerprint, where the code lay, its distribution's version, and per kind its role
@@ -31,7 +32,6 @@ from dataclasses import asdict
 from typing import Any
 
 from genome import plugins
-from genome.kinds import is_built_in
 from genome.plugins import PluginError  # every refusal here: one line (a ValueError)
 from genome.schema import KINDS
 from phenotype.blocks.base import REGISTRY
@@ -64,11 +64,10 @@ def resolve(name: str) -> str:
 def kinds_of(module: str) -> list[str]:
     """The kinds whose block config class is defined in ``module`` or below it, in
     registration order."""
-    inside = (module, module + ".")
     return [
         kind
         for kind, spec in REGISTRY.items()
-        if spec.config.__module__ == module or spec.config.__module__.startswith(inside[1])
+        if spec.config.__module__ == module or spec.config.__module__.startswith(module + ".")
     ]
 
 
@@ -106,8 +105,8 @@ def load(text: str) -> dict[str, Any]:
 
 
 def _check_kind(module: str, kind: str) -> None:
-    if is_built_in(kind):
-        raise PluginError(f"plugin {module}: kind {kind!r} is a built-in kind's name")
+    """A plugin's gene states its block's role (a built-in's name cannot reach here:
+    `register_kind` refuses a second registration of it)."""
     spec, block = KINDS[kind], REGISTRY[kind]
     if spec.role is None:
         raise PluginError(
@@ -144,7 +143,8 @@ def pin(
 ) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
     """A run's ``--plugin`` texts -> (their pinned texts, the records by pinned text): each
     text that ``recorded`` holds is kept without importing (a stored run read back), every
-    other is loaded. Two plugins registering one kind cannot both load (`register_kind`)."""
+    other is loaded and its kinds held to the block contract (`phenotype.contract`). Two
+    plugins registering one kind cannot both load (`register_kind`)."""
     pinned, records = [], {}
     for text in texts:
         if text in recorded:
@@ -152,11 +152,27 @@ def pin(
             records[text] = dict(recorded[text])
             continue
         record = load(text)
+        _check_contract(record)
         pinned.append(record["pinned"])
         records[record["pinned"]] = record
     if len(set(pinned)) != len(pinned):
         raise PluginError("a plugin is named twice")
     return tuple(pinned), records
+
+
+def _check_contract(record: dict[str, Any]) -> None:
+    """Refuse a plugin whose kinds fail the block contract (`phenotype.contract`), naming
+    the failed checks, before a run trains a block that, say, reads future tokens."""
+    from phenotype.contract import check_kind
+
+    for kind in record["kinds"]:
+        failures = check_kind(kind)
+        if failures:
+            named = "; ".join(str(f) for f in failures)
+            raise PluginError(
+                f"plugin {record['module']}: kind {kind} fails the block contract: {named}"
+                f" (evolve plugin check {record['module']})"
+            )
 
 
 def import_pinned(texts: tuple[str, ...] | list[str]) -> None:

@@ -226,7 +226,9 @@ def test_plugins_that_break_the_registration_are_refused_in_one_line(tmp_path):
 @pytest.mark.slow
 def test_a_run_refuses_a_plugin_it_cannot_use_before_making_a_store(tmp_path):
     shutil.copyfile(EXAMPLE, tmp_path / "gated_deltanet.py")
+    plugin_module(tmp_path, "peeking", kind_module("peeking") + textwrap.indent(PEEK, "        "))
     cases = {
+        ("--plugin", "peeking"): "plugin peeking: kind peeking fails the block contract: causality: ",
         ("--plugin", "gated_deltanet#0000000000000000"): "not 0000000000000000",
         ("--plugin", "not_a_module_here"): "cannot import module 'not_a_module_here'",
         ("--plugin", "gated_deltanet", "--space", "nb201"): "the nb201 space has none",
