@@ -55,6 +55,9 @@ class EvalRequest:
     # the worker imports them before it decodes, refusing other code
     plugins: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plugins", tuple(self.plugins))  # JSON gives a list back
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

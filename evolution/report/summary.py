@@ -41,7 +41,7 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
         if record is not None and run_id is not None and record.run_id != run_id:
             raise UsageError(f"individual {key} is not of run {run_id}")
         if record is not None:
-            return with_recorded_kinds(store, record)
+            return with_recorded_kinds(store, record.run_id, record)
         if len(key) < 4 or not store.find_individuals_by_genome_prefix(key, run_id):
             raise UsageError(f"no individual {key}")
     if not re.fullmatch(r"[0-9a-fA-F]{4,64}", key):
@@ -53,17 +53,19 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
     if len(genomes) > 1:
         raise UsageError(f"genome-id prefix {key} is ambiguous: {len(genomes)} genomes start with it")
     kinds = {r.id: r.kind for r in store.list_runs()}
-    return with_recorded_kinds(store, max(matches, key=lambda m: (kinds.get(m.run_id) == "search", m.id)))
+    found = max(matches, key=lambda m: (kinds.get(m.run_id) == "search", m.id))
+    return with_recorded_kinds(store, found.run_id, found)
 
 
-def with_recorded_kinds(store: Store, record: IndividualRecord) -> IndividualRecord:
-    """``record``, once the plugin kinds its run recorded (``RunConfig.plugin_code``) stand
-    in for their genes (`genome.kinds.register_recorded`): a reader parses and shows its
-    genome, and its ancestors', without importing the plugin (a command that builds the
-    model imports the plugin after this, and its real genes replace the stand-ins)."""
+def with_recorded_kinds(store: Store, run_id: str, record: IndividualRecord) -> IndividualRecord:
+    """``record`` (of run ``run_id``), once the plugin kinds its run recorded
+    (``RunConfig.plugin_code``) stand in for their genes (`genome.kinds.register_recorded`):
+    a reader parses and shows its genome, and its ancestors', without importing the plugin
+    (a command that builds the model imports the plugin after this, and its real genes
+    replace the stand-ins)."""
     from genome.kinds import register_recorded
 
-    run = store.get_run(record.run_id)
+    run = store.get_run(run_id)
     for plugin in ((run.config.get("plugin_code") or {}) if run is not None else {}).values():
         register_recorded(plugin["genes"])
     return record
@@ -96,7 +98,7 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
         metrics = i.metrics or {}
         return (-quality_of(metrics), metrics.get("params", 0), i.id)
 
-    return with_recorded_kinds(store, min(evaluated, key=rank))
+    return with_recorded_kinds(store, run_id, min(evaluated, key=rank))
 
 
 def _region_summary(genome: Genome) -> list[dict[str, Any]]:
