@@ -147,6 +147,16 @@ def train_model(
 
     try:
         try:
+            if request.plugins:
+                from phenotype.plugins import import_pinned, used_by
+
+                import_pinned(tuple(request.plugins))
+                used = used_by(request.plugins, request.genome_yaml)
+                if used:  # the code its result depends on: reused only under the same
+                    metrics["plugins"] = used
+        except ValueError as error:  # this worker lacks the plugin's code, or has another version
+            return finish("crash", f"plugin code on {socket.gethostname()}: {error}")
+        try:
             task = get_task(request.task, **request.task_overrides)
         except TaskCodeError as error:  # this worker lacks the user's code, or has another version
             return finish("crash", f"task code on {socket.gethostname()}: {error}")

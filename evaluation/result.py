@@ -51,6 +51,12 @@ class EvalRequest:
     device: str | None = None  # None: CUDA when visible, else CPU
     return_weights: bool = False  # ship the trained weights back (safetensors bytes)
     precision: str = "auto"  # auto | fp32 | bf16 (evaluation.precision); auto: bf16 on CUDA
+    # a user's block kinds the genome may use, pinned MODULE#FINGERPRINT (`phenotype.plugins`):
+    # the worker imports them before it decodes, refusing other code
+    plugins: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plugins", tuple(self.plugins))  # JSON gives a list back
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -262,6 +262,16 @@ class RunConfig:
             metavar="D",
         ),
     )
+    plugins: tuple[str, ...] = field(
+        default=(),
+        metadata=cli(
+            "a user's block kinds: modules (or installed dogma_evolve.kinds entry points) that "
+            "register gene kinds and blocks, comma list; the search draws their kinds after "
+            "the built-ins (docs/plugins.md)",
+            flag="--plugin",
+            metavar="MODULE[,MODULE]",
+        ),
+    )
     # -- library only -----------------------------------------------------------------------
     ladder_seeds: int = 2  # per size: an interval needs 2
     ladder_task: str = "bytelm_en"  # real English text, split by document (evaluation.tasks.corpus)
@@ -276,6 +286,10 @@ class RunConfig:
     # settings, fingerprint of the code, and the contract's values, so that a run resumes
     # with the same code and a reader never imports it. Filled in by `__post_init__`.
     task_code: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+    # A user's block kinds (`phenotype.plugins`), by their pinned text MODULE#FINGERPRINT:
+    # module, fingerprint, where the code lay, each kind's role and gene spec as data, so
+    # that a resume re-imports the same code and a reader shows genomes without it.
+    plugin_code: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         objectives = tuple(self.objectives)
@@ -333,7 +347,29 @@ class RunConfig:
         task, task_code = SPACES[self.space].pin_tasks(self.task, self.task_code)
         object.__setattr__(self, "task", task)
         object.__setattr__(self, "task_code", task_code)
+        self._pin_plugins()
         SPACES[self.space].check_config(self)
+
+    def _pin_plugins(self) -> None:
+        """Each plugin that `plugin_code` records stands in as its recorded genes (nothing
+        imported: a stored run read back); any other is imported, checked and pinned
+        (`phenotype.plugins.pin`, torch)."""
+        from genome.kinds import register_recorded
+
+        plugins = tuple(p.strip() for p in self.plugins if p.strip())
+        if not plugins:
+            return
+        if self.space != "dogma":
+            raise ValueError(f"--plugin adds block kinds to DOGMA genomes: the {self.space} space has none")
+        records = {p: self.plugin_code[p] for p in plugins if p in self.plugin_code}
+        if len(records) < len(plugins):
+            from phenotype.plugins import pin
+
+            plugins, records = pin(plugins, self.plugin_code)
+        for record in records.values():  # a kind registered already (imported) is kept
+            register_recorded(record["genes"])
+        object.__setattr__(self, "plugins", plugins)
+        object.__setattr__(self, "plugin_code", records)
 
     def _check_bounds(self) -> None:
         """Every size within `SIZE_BOUNDS`, so that a mistyped value is a one-line refusal
@@ -401,6 +437,10 @@ class RunConfig:
         d["memory_parts"] = list(self.memory_parts)
         if not self.task_code:  # built-in tasks only: the dict of every run before user tasks
             del d["task_code"]
+        if not self.plugins:  # built-in kinds only: the dict of every run before plugins
+            del d["plugins"], d["plugin_code"]
+        else:
+            d["plugins"] = list(self.plugins)
         return d
 
     @classmethod

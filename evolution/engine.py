@@ -193,6 +193,10 @@ class Engine:
             raise KeyError(f"run {run_id} is an evolve ablate run, not a search: run evolve ablate again")
         # a user's task runs with the code it was pinned to, or not at all (TaskCodeError)
         import_recorded(record.task.split(","), f"resuming run {run_id}")
+        if record.config.get("plugins"):  # its block kinds, pinned the same way (PluginError)
+            from phenotype.plugins import import_pinned
+
+            import_pinned(record.config["plugins"])
         config = RunConfig.from_dict({**record.config, **overrides})
         engine = cls(config, store, pool, run_id=run_id, on_event=on_event)  # claims: RunHeld
         store.set_run_status(run_id, "running")

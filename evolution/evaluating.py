@@ -262,7 +262,8 @@ class Evaluator:
 
     def _lookup(self, key: EvalKey, precision: str) -> tuple[Any, bool]:
         """A stored result for the key: (record, stored_in_this_run) or (None, False); one of
-        another run only when it trained in `precision`; a `filtered` row never (nothing
+        another run only when it trained in `precision` and with no plugin code
+        (`metrics["plugins"]`) this run is not pinned to; a `filtered` row never (nothing
         was trained: the pre-filter of this run decides)."""
         rec = self.store.find_evaluation(*key, run_id=self.run_id)
         if rec is not None and rec.status != FILTERED:
@@ -270,6 +271,8 @@ class Evaluator:
         rec = self.store.find_evaluation(*key, run_id=None)
         if rec is not None and (rec.status == FILTERED or precision_of(rec.metrics) != precision):
             return None, False
+        if rec is not None and not set(rec.metrics.get("plugins") or ()) <= set(self.config.plugins):
+            return None, False  # trained with a plugin's code this run is not pinned to
         return rec, False
 
     def _evaluate_at(
@@ -357,6 +360,7 @@ class Evaluator:
                 timeout_s=self.config.timeout_s,
                 return_weights=final and self.space.keeps_weights and key.task == self.tasks[0],
                 precision=pool_precision(self.config.precision, pool),
+                plugins=self.config.plugins,
             )
             for key, inds in pending.items()
         ]

@@ -86,6 +86,8 @@ class TrainingRecorder:
 
     def request(self, point: Any, timeout_s: float) -> EvalRequest:
         """The pool's request that trains ``point``: its key, its genome, this run's precision."""
+        from phenotype.plugins import pinned_loaded  # torch, as the training
+
         genome_id, task, steps, seed = self.point_key(point)
         return EvalRequest(
             genome_yaml=self.genome_of(point).to_yaml(),
@@ -95,6 +97,7 @@ class TrainingRecorder:
             seed=seed,
             timeout_s=timeout_s,
             precision=self.precision,
+            plugins=pinned_loaded(),  # the block kinds this command imported, for the workers
         )
 
     def train_points(

@@ -23,6 +23,7 @@ from typing import Any
 BASE_TYPES = ("A", "T", "C", "G")
 REGION_TYPES = ("structural", "promoter", "coding", "regulatory")
 EDGE_KINDS = ("activates", "represses", "shares", "loop")
+ROLES = ("sequence", "channel", "regulatory")  # a block's role (`phenotype.blocks.base`)
 
 MAX_WIDTH = 65_536
 MAX_HIDDEN = 262_144
@@ -122,6 +123,13 @@ class KindSpec:
     regions: tuple[str, ...] = ("coding",)
     doc: str = ""
     derive: Derive = _as_given
+    # What the search must know of a plugin kind without its block (torch-free): `role` is
+    # its block's role ("sequence", "channel", "regulatory"), required of a plugin and
+    # checked against the block when the plugin loads; `family` groups it for
+    # `kind_substitution` (None: a family of its own). The built-ins leave both None: the
+    # search's tables (`evolution.spaces.dogma.guards`) name them.
+    role: str | None = None
+    family: str | None = None
 
     def complete(self, given: Mapping[str, Any], structural: Mapping[str, Any]) -> dict[str, Any]:
         """The canonical params of a gene of this kind given some of them: checked, the rest
@@ -137,9 +145,16 @@ KINDS: dict[str, KindSpec] = {}
 order, so new kinds are appended: see `genome.kinds`)."""
 
 
+def as_recorded(params: dict[str, Any], structural: Mapping[str, Any]) -> dict[str, Any]:
+    """The derivation of a stand-in gene (`genome.kinds.register_recorded`): a stored
+    genome's params are canonical already, so nothing is derived."""
+    return params
+
+
 def register_kind(spec: KindSpec) -> KindSpec:
-    """Add a gene kind to `KINDS`; each kind's module calls this once, at import."""
-    if spec.kind in KINDS:
+    """Add a gene kind to `KINDS`; each kind's module calls this once, at import. A plugin's
+    real gene replaces the stand-in a reader registered for it (`as_recorded`)."""
+    if spec.kind in KINDS and KINDS[spec.kind].derive is not as_recorded:
         raise ValueError(f"gene kind {spec.kind!r} registered twice")
     for b in spec.bases:
         if b not in BASE_TYPES:
@@ -147,6 +162,8 @@ def register_kind(spec: KindSpec) -> KindSpec:
     for r in spec.regions:
         if r not in ("coding", "regulatory"):
             raise ValueError(f"kind {spec.kind!r} names a region type without bases: {r!r}")
+    if spec.role is not None and spec.role not in ROLES:
+        raise ValueError(f"kind {spec.kind!r}: role must be one of {', '.join(ROLES)}, got {spec.role!r}")
     KINDS[spec.kind] = spec
     return spec
 

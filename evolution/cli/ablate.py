@@ -18,7 +18,7 @@ from rich.table import Table
 
 from evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
 from evolution.cli import output
-from evolution.cli.tasks import import_stored_tasks
+from evolution.cli.tasks import import_stored_plugins, import_stored_tasks
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.errors import UsageError
 from evolution.progress import ablation_point_printer
@@ -72,6 +72,9 @@ def plan_of(args: argparse.Namespace) -> Any:
     opened = output.open_reader(args.store) if args.list else output.open_store(args.store)
     with opened as store:
         record = resolve_individual(store, args.id)
+        run = store.get_run(record.run_id)
+        if run is not None:  # its block kinds, imported with the code they were pinned to
+            import_stored_plugins(run.config, f"ablating individual {record.id}")
         try:
             return make_plan(store, record, args.seeds, args.timeout, args.only or ())
         except AblateError as e:

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evolution.cli.output import emit_json, err, one_line, open_reader, out
-from evolution.cli.tasks import import_stored_tasks
+from evolution.cli.tasks import import_stored_plugins, import_stored_tasks
 from evolution.errors import UsageError
 from evolution.report.blame import blame_individual, labels, space_of
 from genome import Genome
@@ -285,6 +285,7 @@ def cmd_blame(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from evolution.export import export_individual  # torch
     from evolution.report.summary import best_individual, resolve_individual
+    from phenotype.standalone.writer import StandaloneError
 
     if args.format == "hf":
         from evolution.export_hf import require_transformers
@@ -293,9 +294,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     with open_reader(args.store) as store:
         run_id = store.resolve_run(args.run) if args.run else None
         record = best_individual(store, run_id) if args.best else resolve_individual(store, args.id, run_id)
+        run = store.get_run(record.run_id)
+        if run is not None:  # its block kinds, imported with the code they were pinned to
+            import_stored_plugins(run.config, f"exporting individual {record.id}")
         if record.evaluation is not None:  # its example batch (and a replay) runs the task's code
             import_stored_tasks([record.evaluation.task], f"exporting individual {record.id}")
-        info = export_individual(store, record, args.output, progress=err(), fmt=args.format)
+        try:
+            info = export_individual(store, record, args.output, progress=err(), fmt=args.format)
+        except StandaloneError as e:  # code the package cannot carry (a plugin's, say)
+            raise UsageError(f"cannot export individual {record.id}: {e}") from None
     if args.json:
         emit_json(info)
     else:

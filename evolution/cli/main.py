@@ -19,6 +19,7 @@ from evolution.cli.check import add_check_command
 from evolution.cli.genome import add_genome_command
 from evolution.cli.inspect import add_inspect_commands
 from evolution.cli.output import DEFAULT_STORE, EXIT_USAGE
+from evolution.cli.plugin import add_plugin_command
 from evolution.cli.replay import add_replay_command
 from evolution.cli.run import add_run_command
 from evolution.cli.scale import add_scale_command
@@ -36,6 +37,7 @@ COMMANDS: tuple[AddCommand, ...] = (
     add_scale_command,
     add_ablate_command,
     add_calibrate_command,
+    add_plugin_command,
 )
 
 

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from evolution.cli.output import emit_json, open_reader, out
-from evolution.cli.tasks import import_stored_tasks
+from evolution.cli.tasks import import_stored_plugins, import_stored_tasks
 from evolution.replay import replay_individual
 
 EXIT_MISMATCH = 1
@@ -19,6 +19,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     store = open_reader(args.store)  # read-only: a missing store is refused, not made
     try:
         record = resolve_individual(store, args.id)
+        run = store.get_run(record.run_id)
+        if run is not None:  # its block kinds, imported with the code they were pinned to
+            import_stored_plugins(run.config, f"replaying individual {record.id}")
         if record.evaluation is not None:
             import_stored_tasks([record.evaluation.task], f"replaying individual {record.id}")
         report = replay_individual(store, record, threads=args.threads)

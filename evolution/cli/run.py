@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evolution.cli.output import emit_json, err, out
-from evolution.cli.tasks import import_stored_tasks, say_imported
+from evolution.cli.tasks import import_stored_plugins, import_stored_tasks, say_imported, say_plugins
 from evolution.config import RunConfig, cli_fields, switch
 from evolution.errors import UsageError
 from evolution.objectives import quality_of
@@ -69,9 +69,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         search = load_search(args.store, args.resume, **given)
         # its user tasks, imported with the code they were pinned to (and named on stderr)
         import_stored_tasks(search.run.task.split(","), f"resuming run {search.run_id}")
+        import_stored_plugins(search.run.config, f"resuming run {search.run_id}")  # and block kinds
     else:
         search = create_search(args.store, **overrides)  # every check, before a run exists
         say_imported(search.config.task_code)  # a user's task was imported by RunConfig
+        say_plugins(search.config.plugin_code)  # and a user's block kinds
     store = search.store
     progress = RunProgress(enabled=not args.quiet)
     search.on_event = progress.on_event

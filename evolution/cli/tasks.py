@@ -7,6 +7,11 @@ task comes from the run's record (`RunConfig.task_code`). Commands that train or
 this process first, one line on stderr naming the module and where its code lies, and
 refuse (exit 2, one line) code that cannot be imported or whose fingerprint is not the
 recorded one, before any run is created or changed.
+
+A user's block kinds (`phenotype.plugins`, ``--plugin``) are treated alike: readers show a
+stored genome's kind by its recorded stand-in (`RunConfig.plugin_code`), and the commands
+that build models import the plugin first (:func:`import_stored_plugins`), refusing other
+code in one line.
 """
 
 from __future__ import annotations
@@ -51,4 +56,29 @@ def import_stored_tasks(texts: Iterable[str], why: str) -> None:
     say_imported(records)
 
 
-__all__ = ["import_stored_tasks", "pin_task_option", "say_imported"]
+def import_stored_plugins(config: Mapping[str, Any], why: str) -> None:
+    """Import the plugins a stored run's config (a dict) names, each pinned to the code the
+    run was made with; a missing module or changed code is a ``UsageError`` naming ``why``."""
+    texts = config.get("plugins") or []
+    if not texts:
+        return
+    from phenotype.plugins import load  # torch
+
+    for text in texts:
+        try:
+            record = load(text)
+        except ValueError as e:
+            raise UsageError(f"{e}; {why} needs the code the run was made with") from None
+        err().print(f"evolve: plugin {text}: imported module {record['module']} from {record['code']}")
+
+
+def say_plugins(records: Mapping[str, Mapping[str, Any]]) -> None:
+    """One stderr line per plugin a new run imported: its pinned text, module and kinds."""
+    for text, record in records.items():
+        kinds = ", ".join(record["kinds"])
+        err().print(
+            f"evolve: plugin {text}: imported module {record['module']} from {record['code']} ({kinds})"
+        )
+
+
+__all__ = ["import_stored_plugins", "import_stored_tasks", "pin_task_option", "say_imported", "say_plugins"]

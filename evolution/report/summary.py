@@ -41,7 +41,7 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
         if record is not None and run_id is not None and record.run_id != run_id:
             raise UsageError(f"individual {key} is not of run {run_id}")
         if record is not None:
-            return record
+            return with_recorded_kinds(store, record.run_id, record)
         if len(key) < 4 or not store.find_individuals_by_genome_prefix(key, run_id):
             raise UsageError(f"no individual {key}")
     if not re.fullmatch(r"[0-9a-fA-F]{4,64}", key):
@@ -53,7 +53,22 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
     if len(genomes) > 1:
         raise UsageError(f"genome-id prefix {key} is ambiguous: {len(genomes)} genomes start with it")
     kinds = {r.id: r.kind for r in store.list_runs()}
-    return max(matches, key=lambda m: (kinds.get(m.run_id) == "search", m.id))
+    found = max(matches, key=lambda m: (kinds.get(m.run_id) == "search", m.id))
+    return with_recorded_kinds(store, found.run_id, found)
+
+
+def with_recorded_kinds(store: Store, run_id: str, record: IndividualRecord) -> IndividualRecord:
+    """``record`` (of run ``run_id``), once the plugin kinds its run recorded
+    (``RunConfig.plugin_code``) stand in for their genes (`genome.kinds.register_recorded`):
+    a reader parses and shows its genome, and its ancestors', without importing the plugin
+    (a command that builds the model imports the plugin after this, and its real genes
+    replace the stand-ins)."""
+    from genome.kinds import register_recorded
+
+    run = store.get_run(run_id)
+    for plugin in ((run.config.get("plugin_code") or {}) if run is not None else {}).values():
+        register_recorded(plugin["genes"])
+    return record
 
 
 def latest_run(store: Store) -> str:
@@ -88,7 +103,7 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
         metrics = i.metrics or {}
         return (-quality_of(metrics), metrics.get("params", 0), i.id)
 
-    return min(evaluated, key=rank)
+    return with_recorded_kinds(store, run_id, min(evaluated, key=rank))
 
 
 def record_summary(record: IndividualRecord) -> dict[str, Any]:
@@ -137,7 +152,7 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
     if space_of(store, record) == "nb201":  # a table-space cell: no DOGMA accounting
         return _cell_audit(store, record, credit)
     genome = Genome.from_yaml(record.yaml)
-    acct = account(genome)
+    acct = _costs(genome, record)
     return {
         "id": record.id,
         "run_id": record.run_id,
@@ -153,15 +168,31 @@ def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
         "metrics": record.metrics or {},
         "reason": record.evaluation.reason if record.evaluation else None,
         "seed": record.seed,
-        "params": acct.params,
-        "active_params": acct.active_params,
-        "state_bytes_per_token": acct.state_bytes_per_token,
-        "state_bytes_fixed": acct.state_bytes_fixed,
-        "flops_per_token": acct.flops_per_token,
+        "params": acct["params"],
+        "active_params": acct["active_params"],
+        "state_bytes_per_token": acct["state_bytes_per_token"],
+        "state_bytes_fixed": acct["state_bytes_fixed"],
+        "flops_per_token": acct["flops_per_token"],
         "ancestry": _ancestry(store, record),
         "operator_credit": credit,
         "ladder": individual_ladder(store, record.run_id, record.id),
     }
+
+
+COSTS = ("params", "active_params", "state_bytes_per_token", "state_bytes_fixed", "flops_per_token")
+
+
+def _costs(genome: Genome, record: IndividualRecord) -> dict[str, Any]:
+    """The genome's analytic costs (`phenotype.account`); for a genome holding a plugin
+    kind whose code this reader did not import (a stand-in gene, no block), what its
+    evaluation recorded (None where it recorded nothing)."""
+    from phenotype import REGISTRY
+
+    if all(b.gene.kind in REGISTRY for r in genome.regions for b in r.bases):
+        acct = account(genome)
+        return {name: getattr(acct, name) for name in COSTS}
+    metrics = record.metrics or {}
+    return {name: metrics.get(name) for name in COSTS}
 
 
 def _ancestry(store: Store, record: IndividualRecord) -> list[dict[str, Any]]:

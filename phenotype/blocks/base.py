@@ -45,9 +45,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 import torch
 from torch import nn
 
-from genome.schema import KINDS, STRUCTURAL, KindSpec
-
-ROLES = ("sequence", "channel", "regulatory")
+from genome.schema import KINDS, ROLES, STRUCTURAL, KindSpec
 
 
 @dataclass(frozen=True)
@@ -86,6 +84,9 @@ class BlockConfig:
             raise ValueError(f"block for unknown gene kind {kind!r}: register its KindSpec first")
         if role not in ROLES:
             raise ValueError(f"block {kind!r}: role must be one of {', '.join(ROLES)}, got {role!r}")
+        stated = getattr(KINDS.get(kind), "role", None)  # an exported package has no specs
+        if stated not in (None, role):
+            raise ValueError(f"block {kind!r}: role {role!r} is not its gene's role {stated!r}")
         if kind in REGISTRY:
             raise ValueError(f"block for gene kind {kind!r} registered twice")
         cls.kind = kind

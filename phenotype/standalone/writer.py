@@ -20,6 +20,12 @@ one that always picks the reference, and the fast paths (Triton, the C++ CPU loo
 left out, their lazy imports rewritten into `raise ImportError`. Any other import of our
 packages, of triton, or of a third-party package besides torch and safetensors stops the
 export with the module and line, so a block that grows such a dependency is caught here.
+
+A plugin's block (`phenotype.plugins`: a user's top-level module that registers kinds) is
+carried the same way: its file is copied as `plugins/<module>.py`, its imports of ours made
+relative (its `register_kind(KindSpec(...))` and param helpers go to the stub, which accepts
+and ignores them), and the same refusals apply, naming the plugin's module and line. A plugin
+that is a package's submodule, or has no source file, is refused by name.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ OURS = ("genome", "phenotype", "kernels", "evolution", "evaluation", "store")
 ALLOWED_THIRD_PARTY = ("torch", "safetensors")
 FAST_PATHS = ("triton", "cpu", "_build")  # kernels/<op>/triton.py, cpu.py; kernels/_build.py
 ROOTS = ("phenotype.model", "phenotype.config", "phenotype.registry", "phenotype.blocks")
+PLUGINS = "plugins"  # the package folder a plugin's module is copied into
 TEMPLATED = {"kernels._dispatch": "_dispatch.py"}  # project module -> template file
 
 
@@ -64,10 +71,10 @@ def config_json(node: Any) -> Any:
     a tuple -> a list; plain values as they are. `dogma_model._build` inverts it."""
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         module = type(node).__module__
-        if not module.startswith("phenotype."):
+        if not module.startswith("phenotype.") and not _is_plugin(module):
             raise StandaloneError(f"config class {type(node).__qualname__} is not phenotype's ({module})")
         return {
-            "class": f"{module.removeprefix('phenotype.')}:{type(node).__qualname__}",
+            "class": f"{_target(module)}:{type(node).__qualname__}",
             "fields": {
                 f.name: config_json(getattr(node, f.name)) for f in dataclasses.fields(node) if f.init
             },
@@ -110,8 +117,32 @@ def block_kinds(node: Any) -> list[str]:
 
 
 # -- modules: where they are, what they import ----------------------------------------------
+def _is_plugin(module: str) -> bool:
+    """Whether `module` is a user's module that registered a block (`phenotype.plugins`)."""
+    from phenotype.blocks.base import REGISTRY
+
+    return module.split(".")[0] not in OURS and any(
+        spec.config.__module__ == module for spec in REGISTRY.values()
+    )
+
+
+def _plugin_source(module: str) -> Path:
+    """The file of a plugin's module: a top-level module with a `.py` source (one file the
+    package can carry), else a StandaloneError naming the plugin."""
+    found = sys.modules.get(module)
+    file = getattr(found, "__file__", None)
+    if "." in module or getattr(found, "__path__", None) is not None:
+        raise StandaloneError(f"plugin {module}: only a one-file top-level plugin module can be exported")
+    if not file or not file.endswith(".py") or not Path(file).is_file():
+        raise StandaloneError(f"plugin {module}: no source file to copy into the package")
+    return Path(file)
+
+
 def _source(module: str) -> tuple[Path, bool]:
-    """The source file of one of our modules and whether it is a package's `__init__`."""
+    """The source file of one of our modules (or of a plugin's) and whether it is a
+    package's `__init__`."""
+    if module.split(".")[0] not in OURS and _is_plugin(module):
+        return _plugin_source(module), False
     base = SOURCE_ROOT.joinpath(*module.split("."))
     if (base / "__init__.py").is_file():
         return base / "__init__.py", True
@@ -129,6 +160,8 @@ def _target(module: str) -> str | None:
     """Where one of our modules lives in the package (dotted, "" the package itself), or
     None for a kernel fast path, which stays behind."""
     top, _, rest = module.partition(".")
+    if top not in OURS and _is_plugin(module):
+        return f"{PLUGINS}.{module}"
     if top == "genome":
         return "_genome"
     if top == "phenotype":
@@ -319,6 +352,11 @@ def write_package(model: DogmaModel, genome: Genome, out_dir: str | Path) -> dic
     try:
         shutil.copyfile(TEMPLATES / "__init__.py", root / "__init__.py")
         shutil.copyfile(stub, root / "_genome.py")
+        if any(m.startswith(PLUGINS + ".") for m in map(_target, modules) if m):
+            (root / PLUGINS).mkdir()
+            (root / PLUGINS / "__init__.py").write_text(
+                '"""A user\'s block kinds, copied (phenotype.plugins)."""\n'
+            )
         for module in modules:
             target = _target(module)
             assert target is not None, module

@@ -1,37 +1,16 @@
-"""Small genomes and measuring helpers shared by the phenotype tests."""
+"""Small genomes and measuring helpers shared by the phenotype tests: the library's own
+(`phenotype.contract`, which `evolve plugin check` runs too), under the names the tests use."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import Any
 
-import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import _disable_current_modes
-from torch.utils.flop_counter import FlopCounterMode
-
-import kernels
 from genome import KINDS, Genome
-from phenotype import model_config
-from phenotype.blocks.base import BlockConfig
-from phenotype.config import CodingStage
+from phenotype import contract
+from phenotype.contract import block_config, counted_flops, genome_doc, state_elements
 
-# Every public kernel entry point: its work is the blocks' declared `extra_flops_per_token`,
-# so the FLOP counter must not see inside it (the CPU path may or may not use matmuls).
-KERNEL_OPS = ("selective_scan", "wkv", "wkv_with_state", "gated_linear_recurrence")
-
-
-def genome_doc(
-    bases: list[dict[str, Any]], d_model: int = 32, copies: int = 1, **structural: Any
-) -> dict[str, Any]:
-    settings = {"d_model": d_model, "vocab": 61, "max_len": 64, "positions": "rope", **structural}
-    return {
-        "regions": [
-            {"id": "s0", "type": "structural", "settings": settings},
-            {"id": "p1", "type": "promoter", "settings": {"copies": copies}},
-            {"id": "c1", "type": "coding", "bases": bases},
-        ]
-    }
+KERNEL_OPS = contract.KERNEL_OPS
 
 
 def block_genome(
@@ -43,54 +22,12 @@ def block_genome(
     )
 
 
-def block_config(
-    kind: str, params: dict[str, Any] | None = None, d_model: int = 32, **structural: Any
-) -> BlockConfig:
-    stage = model_config(block_genome(kind, params, d_model, **structural)).stages[0]
-    assert isinstance(stage, CodingStage)
-    return stage.layers[0].block
-
-
-def state_elements(state: Any) -> int:
-    """Elements of every tensor in a (nested) state."""
-    if isinstance(state, torch.Tensor):
-        return state.numel()
-    if isinstance(state, dict):
-        return sum(state_elements(v) for v in state.values())
-    if isinstance(state, list | tuple):
-        return sum(state_elements(v) for v in state)
-    return 0
-
-
 @contextlib.contextmanager
 def kernels_unseen(monkeypatch):
-    """Run kernel ops outside any dispatch mode, so a FlopCounterMode does not count them."""
-
-    def hidden(fn):
-        def call(*args, **kwargs):
-            with _disable_current_modes():
-                return fn(*args, **kwargs)
-
-        return call
-
-    for name in KERNEL_OPS:
-        if hasattr(kernels, name):
-            monkeypatch.setattr(kernels, name, hidden(getattr(kernels, name)))
-    # The fused LSTM/GRU are kernels too (opaque to the counter on some backends).
-    fused = torch.nn.modules.rnn._VF
-
-    class FusedHidden:
-        lstm, gru = staticmethod(hidden(fused.lstm)), staticmethod(hidden(fused.gru))
-
-        def __getattr__(self, name):
-            return getattr(fused, name)
-
-    monkeypatch.setattr(torch.nn.modules.rnn, "_VF", FusedHidden())
-    yield
+    """Run kernel ops outside any dispatch mode, so a FlopCounterMode does not count them
+    (`phenotype.contract.kernels_unseen`; ``monkeypatch`` kept for the callers' form)."""
+    with contract.kernels_unseen():
+        yield
 
 
-def counted_flops(fn, *args) -> int:
-    """FLOPs FlopCounterMode counts for fn(*args), SDPA through its countable math path."""
-    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
-        fn(*args)
-    return fc.get_total_flops()
+__all__ = ["block_config", "block_genome", "counted_flops", "genome_doc", "kernels_unseen", "state_elements"]

@@ -37,7 +37,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from genome import EDGE_KINDS, KINDS, PROMOTER, STRUCTURAL, Genome
+from genome import EDGE_KINDS, PROMOTER, STRUCTURAL, Genome
+from genome.kinds import BUILT_IN
 from phenotype import account
 
 ROLE_OF_BASE = {"T": "mixers:sequence", "A": "mixers:channel", "G": "mixers:expression"}
@@ -81,7 +82,7 @@ def dogma_features(genome: Genome, seq_len: int) -> dict[str, float]:
         for choice in _choices(name):
             f[f"{name}={choice}"] = float(structural[name] == choice)
 
-    for kind in KINDS:
+    for kind in BUILT_IN:  # a plugin kind is a column only where present (draws unchanged)
         f[f"kind:{kind}"] = 0.0
     for role in ROLE_OF_BASE.values():
         f[role] = 0.0

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 from evolution.spaces.contract import Discard
 from genome import KINDS, PROMOTER, STRUCTURAL, Genome
+from genome.kinds import is_built_in
 
 Doc = dict[str, Any]
 
@@ -119,15 +120,24 @@ class Mixer(NamedTuple):
 
 
 def family(kind: str) -> str:
-    """The family of `kind` (`FAMILY`); a kind registered later without one is its own."""
-    return FAMILY.get(kind, kind)
+    """The family of `kind` (`FAMILY`, else a plugin kind's `KindSpec.family`); a kind
+    without one is its own."""
+    spec = KINDS.get(kind)
+    return FAMILY.get(kind) or (spec.family if spec is not None else None) or kind
+
+
+def is_sequence_mixer(kind: str) -> bool:
+    """Whether `kind` mixes positions: a built-in of `SEQUENCE_MIXERS`, or a plugin kind
+    whose spec states `role="sequence"` (checked against its block when it loaded)."""
+    spec = KINDS.get(kind)
+    return kind in SEQUENCE_MIXERS or (spec is not None and spec.role == "sequence")
 
 
 def mixes_positions(kind: str, params: dict[str, Any], copies: int = 1) -> bool:
     """Whether a gene of `kind` with (canonical) `params`, stacked `copies` times, lets some
     token read another: its kind is a sequence mixer and it is not one of the degenerate
     cases of the module docstring (self-only attention, a length-1 convolution)."""
-    if kind not in SEQUENCE_MIXERS:
+    if not is_sequence_mixer(kind):
         return False
     if kind in WINDOWED and params.get("window") == 1:
         every = int(params.get("global_every") or 0)
@@ -182,7 +192,9 @@ def prefilter(genome: Genome) -> str | None:
     if not expressed_coding(doc):
         return "no expressed coding region: the model is its embeddings and head alone"
     if not mixers_of_doc(doc):
-        present = sorted({b.gene.kind for r in genome.regions for b in r.bases} & SEQUENCE_MIXERS)
+        present = sorted(
+            {b.gene.kind for r in genome.regions for b in r.bases if is_sequence_mixer(b.gene.kind)}
+        )
         why = f" ({', '.join(present)} silenced or degenerate)" if present else ""
         return f"no expressed sequence mixer{why}: each position sees only its own token"
     return None
@@ -302,8 +314,9 @@ def width_ladder() -> tuple[int, ...]:
 
 
 def check_kinds() -> list[str]:
-    """Kinds of `KINDS` that `FAMILY` does not name (empty when the table is complete)."""
-    return [k for k in KINDS if k not in FAMILY]
+    """Built-in kinds that `FAMILY` does not name (empty when the table is complete; a
+    plugin's kind states its own family, or has none)."""
+    return [k for k in KINDS if is_built_in(k) and k not in FAMILY]
 
 
 __all__ = [
@@ -321,6 +334,7 @@ __all__ = [
     "expression_of",
     "family",
     "is_expressed",
+    "is_sequence_mixer",
     "ladder_step",
     "mixers_of_doc",
     "mixes_positions",

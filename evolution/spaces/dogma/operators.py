@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from evolution.spaces.contract import Child, Discard
 from evolution.spaces.dogma import guards
 from evolution.spaces.dogma.crossover import fresh_id, homologous_crossover
 from genome import KINDS, PROMOTER, STRUCTURAL, Genome, GenomeError
+from genome.kinds import drawable
 from genome.resize import at_width
 from genome.schema import ParamSpec
 from genome.validate import SIGNAL_KIND
@@ -75,9 +76,12 @@ def mutate_value(spec: ParamSpec, value: Any, rng: random.Random) -> Any:
     return rng.choice(moving) if moving else value
 
 
-def random_base(base_type: str, rng: random.Random, region_type: str = "coding") -> dict:
-    """A base of `base_type` with a random legal kind and default (derived) params."""
-    kinds = [k for k, s in KINDS.items() if base_type in s.bases and region_type in s.regions]
+def random_base(
+    base_type: str, rng: random.Random, region_type: str = "coding", enabled: Collection[str] = ()
+) -> dict:
+    """A base of `base_type` with a random legal kind and default (derived) params: a
+    built-in kind or one of the ``enabled`` plugin kinds (`genome.kinds.drawable`)."""
+    kinds = [k for k in drawable(enabled) if base_type in KINDS[k].bases and region_type in KINDS[k].regions]
     if not kinds:
         raise Discard(f"no kind for a {base_type} base in a {region_type} region")
     return {"base": base_type, "kind": rng.choice(kinds), "params": {}}
@@ -127,21 +131,22 @@ def _is_last_mixer(doc: Doc, i: int, j: int) -> bool:
     return [(m.region_index, m.base) for m in guards.mixers_of_doc(doc)] == [(i, j)]
 
 
-def kind_substitution(doc: Doc, rng: random.Random) -> Variation:
-    """Replace a gene's kind by another kind legal on the same base type: with probability
-    `IN_FAMILY` one of the base's family (`guards.FAMILY`; attention -> mla, mamba -> s4),
-    otherwise (or when the family has no other legal kind) any legal kind. The last
-    expressed sequence mixer is only replaced by another sequence mixer."""
+def kind_substitution(doc: Doc, rng: random.Random, enabled: Collection[str] = ()) -> Variation:
+    """Replace a gene's kind by another kind legal on the same base type (a built-in or an
+    ``enabled`` plugin kind): with probability `IN_FAMILY` one of the base's family
+    (`guards.family`; attention -> mla, mamba -> s4), otherwise (or when the family has no
+    other legal kind) any legal kind. The last expressed sequence mixer is only replaced by
+    another sequence mixer."""
     i, j = _pick_base(doc, rng)
     region = doc["regions"][i]
     base = region["bases"][j]
     kinds = [
         k
-        for k, s in KINDS.items()
-        if base["base"] in s.bases and region["type"] in s.regions and k != base["kind"]
+        for k in drawable(enabled)
+        if base["base"] in KINDS[k].bases and region["type"] in KINDS[k].regions and k != base["kind"]
     ]
     if _is_last_mixer(doc, i, j):
-        kinds = [k for k in kinds if k in guards.SEQUENCE_MIXERS]
+        kinds = [k for k in kinds if guards.is_sequence_mixer(k)]
     if not kinds:
         raise Discard(f"no other kind for a {base['base']} base")
     kin = [k for k in kinds if guards.family(k) == guards.family(base["kind"])]
@@ -155,15 +160,16 @@ def kind_substitution(doc: Doc, rng: random.Random) -> Variation:
     )
 
 
-def base_insertion(doc: Doc, rng: random.Random) -> Variation:
-    """Insert a new T or A base at a random place in a coding region."""
+def base_insertion(doc: Doc, rng: random.Random, enabled: Collection[str] = ()) -> Variation:
+    """Insert a new T or A base (a built-in or an ``enabled`` plugin kind) at a random place
+    in a coding region."""
     coding = _coding(doc)
     if not coding:
         raise Discard("genome has no coding region")
     i = rng.choice(coding)
     bases = doc["regions"][i]["bases"]
     j = rng.randint(0, len(bases))
-    new = random_base(rng.choice("TA"), rng)
+    new = random_base(rng.choice("TA"), rng, enabled=enabled)
     bases.insert(j, new)
     return Variation(
         "base_insertion",
@@ -225,8 +231,9 @@ def region_duplication(doc: Doc, rng: random.Random) -> Variation:
     )
 
 
-def regulatory_rewiring(doc: Doc, rng: random.Random) -> Variation:
-    """Add, remove or flip an activates/represses edge (adding a gate region if needed)."""
+def regulatory_rewiring(doc: Doc, rng: random.Random, enabled: Collection[str] = ()) -> Variation:
+    """Add, remove or flip an activates/represses edge (adding a gate region, of a built-in
+    or an ``enabled`` plugin regulatory kind, if needed)."""
     reg = [e for e in doc["edges"] if e["kind"] in ("activates", "represses")]
     choice = rng.random()
     if reg and choice < 0.3:
@@ -264,7 +271,7 @@ def regulatory_rewiring(doc: Doc, rng: random.Random) -> Variation:
             t -= 1  # the gate region goes before the promoter, not between it and its region
         rid = fresh_id(doc, "r")
         doc["regions"].insert(
-            t, {"id": rid, "type": "regulatory", "bases": [random_base("C", rng, "regulatory")]}
+            t, {"id": rid, "type": "regulatory", "bases": [random_base("C", rng, "regulatory", enabled)]}
         )
         target = next(r["id"] for r in doc["regions"][t + 1 :] if r["type"] == "coding")
         pairs = [(rid, target)]
@@ -474,7 +481,7 @@ def structural_change(doc: Doc, rng: random.Random) -> Variation:
     return Variation("structural_change", doc, {"location": f"s.{name}", "before": before, "after": after})
 
 
-MUTATIONS: dict[str, Callable[[Doc, random.Random], Variation]] = {
+MUTATIONS: dict[str, Callable[..., Variation]] = {
     "point_substitution": point_substitution,
     "kind_substitution": kind_substitution,
     "base_insertion": base_insertion,
@@ -487,13 +494,25 @@ MUTATIONS: dict[str, Callable[[Doc, random.Random], Variation]] = {
 }
 
 
-def vary(op: str, parents: list[Genome], rng: random.Random, repair: Callable[[Doc], Doc]) -> Child:
+# The operators that draw a kind: they take the run's enabled plugin kinds.
+DRAWS_KINDS = frozenset({"kind_substitution", "base_insertion", "regulatory_rewiring"})
+
+
+def vary(
+    op: str,
+    parents: list[Genome],
+    rng: random.Random,
+    repair: Callable[[Doc], Doc],
+    enabled: Collection[str] = (),
+) -> Child:
     """Apply operator `op` to parents' documents, repair, validate and guard
-    (`guards.check_child`);
-    raise Discard with the reason if hopeless."""
+    (`guards.check_child`); raise Discard with the reason if hopeless. An operator that
+    draws a kind draws among the built-ins and the ``enabled`` plugin kinds."""
     docs = [copy.deepcopy(p.to_dict()) for p in parents]
     if op == "homologous_crossover":
         variation = Variation(op, *homologous_crossover(docs[0], docs[1], rng))
+    elif op in DRAWS_KINDS:
+        variation = MUTATIONS[op](docs[0], rng, enabled)
     else:
         variation = MUTATIONS[op](docs[0], rng)
     try:

@@ -9,6 +9,7 @@ mamba-130m an attention-free Mamba stack.
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from typing import Any
 
 from evolution.spaces.dogma.guards import SEED_WIDTHS  # the one list: the structural step moves along it
@@ -28,9 +29,16 @@ def scale_down(doc: Doc, d_model: int, copies: int, pinned: dict[str, Any]) -> D
     return copies_at_most(at_width(Genome.from_dict(doc).to_dict(), d_model, pinned), copies)
 
 
-def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int, tries: int = 50) -> Genome:
-    """A random valid genome under `max_params`: 1-2 coding regions of 1-3 bases each,
-    sometimes with a promoter and a regulatory region."""
+def random_genome(
+    rng: random.Random,
+    pinned: dict[str, Any],
+    max_params: int,
+    tries: int = 50,
+    enabled: Collection[str] = (),
+) -> Genome:
+    """A random valid genome under `max_params`: 1-2 coding regions of 1-3 bases each (of
+    built-in kinds and the ``enabled`` plugin kinds), sometimes with a promoter and a
+    regulatory region."""
     for _ in range(tries):
         d = rng.choice(SEED_WIDTHS)
         regions: list[Doc] = [
@@ -49,7 +57,7 @@ def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int, t
         for k in range(rng.randint(1, 2)):
             if rng.random() < 0.3:
                 regions.append({"id": f"p{k}", "type": "promoter", "settings": {"copies": rng.randint(1, 2)}})
-            bases = [random_base(rng.choice("TTA"), rng) for _ in range(rng.randint(1, 3))]
+            bases = [random_base(rng.choice("TTA"), rng, enabled=enabled) for _ in range(rng.randint(1, 3))]
             regions.append({"id": f"c{k}", "type": "coding", "bases": bases})
         if rng.random() < 0.25:
             target = next(r["id"] for r in regions if r["type"] == "coding")
@@ -67,7 +75,7 @@ def random_genome(rng: random.Random, pinned: dict[str, Any], max_params: int, t
 
 
 def initial_population(
-    size: int, rng: random.Random, pinned: dict[str, Any], max_params: int
+    size: int, rng: random.Random, pinned: dict[str, Any], max_params: int, enabled: Collection[str] = ()
 ) -> list[Genome]:
     """Scaled-down presets at two widths and depths first, then random genomes."""
     out: list[Genome] = []
@@ -79,5 +87,5 @@ def initial_population(
             if account(g).params <= max_params:
                 out.append(g)
     while len(out) < size:
-        out.append(random_genome(rng, pinned, max_params))
+        out.append(random_genome(rng, pinned, max_params, enabled=enabled))
     return out[:size]

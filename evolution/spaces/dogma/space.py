@@ -39,10 +39,16 @@ class DogmaSpace:
     supports_multi_fidelity = True
 
     def __init__(
-        self, pinned: dict[str, Any], seq_len: int, max_params: int, max_state_bytes: int | None = None
+        self,
+        pinned: dict[str, Any],
+        seq_len: int,
+        max_params: int,
+        max_state_bytes: int | None = None,
+        enabled: tuple[str, ...] = (),
     ):
         self.pinned, self.seq_len = pinned, seq_len
         self.max_params, self.max_state_bytes = max_params, max_state_bytes
+        self.enabled = enabled  # the run's plugin kinds: drawn after the built-ins
 
     # -- set-up ---------------------------------------------------------------------------
     @classmethod
@@ -71,7 +77,8 @@ class DogmaSpace:
         tasks = [task_facts(t, config.task_code) for t in config.tasks]
         seq_len = max(t.seq_len for t in tasks)
         pinned = {"vocab": max(t.vocab_size for t in tasks), "max_len": seq_len}
-        return cls(pinned, seq_len, config.max_params, config.max_state_bytes)
+        enabled = tuple(k for record in config.plugin_code.values() for k in record["kinds"])
+        return cls(pinned, seq_len, config.max_params, config.max_state_bytes, enabled)
 
     def full_fidelity(self, steps: int) -> int:
         return steps
@@ -86,18 +93,18 @@ class DogmaSpace:
     def initial(self, size: int, rng: random.Random) -> list[Genome]:
         from evolution.spaces.dogma.seeds import initial_population
 
-        return initial_population(size, rng, self.pinned, self.max_params)
+        return initial_population(size, rng, self.pinned, self.max_params, self.enabled)
 
     def sample(self, rng: random.Random) -> Genome:
         from evolution.spaces.dogma.seeds import random_genome
 
-        return random_genome(rng, self.pinned, self.max_params)
+        return random_genome(rng, self.pinned, self.max_params, enabled=self.enabled)
 
     def mutate(self, genome: Genome, op: str, rng: random.Random) -> Child:
-        return self._canonical_child(vary(op, [genome], rng, self._repair), [genome])
+        return self._canonical_child(vary(op, [genome], rng, self._repair, self.enabled), [genome])
 
     def crossover(self, a: Genome, b: Genome, rng: random.Random) -> Child:
-        return self._canonical_child(vary(self.crossover_op, [a, b], rng, self._repair), [a, b])
+        return self._canonical_child(vary(self.crossover_op, [a, b], rng, self._repair, self.enabled), [a, b])
 
     @staticmethod
     def _canonical_child(child: Child, parents: list[Genome]) -> Child:

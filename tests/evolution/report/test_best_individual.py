@@ -12,7 +12,7 @@ class _Store:
         self._individuals = individuals
 
     def get_run(self, run_id: str) -> object:
-        return SimpleNamespace(id=run_id)
+        return SimpleNamespace(id=run_id, config={})
 
     def individuals(self, run_id: str) -> list[SimpleNamespace]:
         return self._individuals
