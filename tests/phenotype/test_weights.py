@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import torch
-from safetensors.torch import load, load_model
+from safetensors.torch import load_file, load_model
 
 from genome import Genome
 from phenotype import decode
@@ -87,7 +87,7 @@ def test_weights_load_back_into_a_fresh_model_with_their_sharing(tmp_path: Path)
         for p in trained.parameters():
             p.add_(0.5)  # not the initial weights
     save_weights(trained, tmp_path / "w.safetensors")
-    assert load((tmp_path / "w.safetensors").read_bytes()).keys() == unique_tensors(trained).keys()
+    assert load_file(tmp_path / "w.safetensors").keys() == unique_tensors(trained).keys()
     fresh = shared_model()
     missing, unexpected = load_model(fresh, str(tmp_path / "w.safetensors"))
     assert not missing and not unexpected
