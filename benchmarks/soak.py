@@ -238,22 +238,36 @@ class Soak:
     # -- the disruptions -------------------------------------------------------------------
 
     def kill_driver(self, now: bool = False) -> bool:
-        """SIGKILL the driver after a random delay (``now``: at once); False when it
-        finished first.
+        """SIGKILL the driver at a random moment (``now``: at once); False when it finished
+        first.
 
-        The delay is drawn uniformly from a fifth of the start-up time to the start-up plus 1.5
-        times what a driver's first generation took the reference (generation 0: a new driver
-        starts its Ray workers anew, as the reference did then), so that about a third of the
-        kills come after that commit; and past that first generation by at most the share of
-        the run left (at the reference's pace) of each strike still to come, ending half a last
-        generation before the run would finish, so that the kills do not run out of run to kill
-        (a late generation can take seconds where generation 0 took most of a minute)."""
+        The moment is drawn in two steps, so that the kills neither run out of run to kill
+        nor depend on the machine's pace. First how many more generations this life may
+        commit: uniformly from 0 to the generations left shared among the strikes still to
+        come (the last generation is never reached). Then, once the driver has committed
+        them (polled in the store), a delay drawn uniformly from none to 1.5 times what the
+        next generation took the reference (ending half a last generation before the run
+        would finish), so that the kill lands while it trains, while it commits or just
+        after; with no generation to wait for, from a fifth of the start-up to the start-up
+        plus that, so that some lands while the driver starts."""
         driver = self.ensure_driver()
-        spans, shortest = self.pace.spans, 0.2 * self.pace.startup_s
-        following = spans[(self.state() or {"last": -1})["last"] + 2 :]  # after the life's first
-        share = min(sum(following) / max(1, self.strikes_left), sum(following) - 0.5 * spans[-1])
-        longest = self.pace.startup_s + min(1.5 * spans[0], spans[0] + share)
-        delay = 0.0 if now else self.rng.uniform(shortest, max(shortest, longest))
+        spans, startup = self.pace.spans, self.pace.startup_s
+        last = (self.state() or {"last": -1})["last"]
+        left = len(spans) - 2 - last  # generations to commit before the last one
+        advance = self.rng.randint(0, max(0, left // max(1, self.strikes_left))) if not now else 0
+        while (self.state() or {"last": -1})["last"] < last + advance:  # this life's commits
+            self.check_time()
+            if not self.sleep_alive(0.2):
+                return False
+        ahead = spans[last + advance + 1 :]  # the generations still to commit, at the reference's pace
+        # ... and half a last generation before the run would finish (at that pace)
+        span = min(1.5 * ahead[0], sum(ahead) - 0.5 * spans[-1]) if ahead else 0.0
+        if now:
+            delay = 0.0
+        elif advance == 0:
+            delay = self.rng.uniform(0.2 * startup, startup + max(0.0, span))
+        else:
+            delay = self.rng.uniform(0.0, max(0.0, span))
         if not self.sleep_alive(delay):
             return False
         event = self.strike(
