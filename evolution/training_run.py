@@ -7,7 +7,8 @@ it (expired leases reclaimed), else creates it. Every point is one evaluation un
 store's natural key ``(genome id, task, steps, seed)``:
 
 * ``lookup`` settles the points the store holds: in this run whatever their status (the key
-  is unique in a run); a successful row of another run trained in this run's precision is
+  is unique in a run); a successful row of another run trained in this run's precision, and
+  with no plugin code (``metrics["plugins"]``) other than the one loaded here, is
   copied (``cached_from``, as the engine's cache does) in one generation, not retrained;
 * ``record`` commits one trained point as the run's next generation: a birth (operator
   None, ``change`` saying what the point is) and its evaluation row, so a killed command
@@ -66,6 +67,9 @@ class TrainingRecorder:
 
     def lookup_points(self, points: list[Any]) -> list[Any]:
         """Settle the ``points`` the store already holds; return those still to train."""
+        from phenotype.plugins import pinned_loaded  # torch, as the training
+
+        loaded = set(pinned_loaded())
         todo, copies = [], []
         for p in points:
             rec = self.store.find_evaluation(*self.point_key(p), run_id=self.run_id)
@@ -74,7 +78,12 @@ class TrainingRecorder:
                 p.evaluation_id = rec.id
                 continue
             rec = self.store.find_evaluation(*self.point_key(p))
-            if rec is not None and rec.status == "ok" and precision_of(rec.metrics) == self.precision:
+            if (
+                rec is not None
+                and rec.status == "ok"
+                and precision_of(rec.metrics) == self.precision
+                and set(rec.metrics.get("plugins") or ()) <= loaded  # no other plugin code's result
+            ):
                 metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
                 p.settle(rec.status, metrics, "copied")
                 copies.append((p, "ok", {**metrics, "cached_from": rec.id}, rec.reason, 0.0))

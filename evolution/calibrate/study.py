@@ -5,7 +5,9 @@ for `evolve report`).
 **The run.** Its config holds ``calibration`` (what identifies it: task, full fidelity,
 rungs, target, presets, random count, sampling seed, parameter budget, precision and
 timeout) and ``panel`` (each member's name, genome id, parameters and seed per task), so
-the same command finds its run again and a killed calibration resumes; ``promote`` and
+the same command finds its run again and a killed calibration resumes (with ``--plugin``,
+its pinned plugins are part of that key, and ``plugins``/``plugin_code`` are stored as
+`evolve run` stores them: the random genomes may draw their kinds); ``promote`` and
 ``floor`` are kept beside them as the statistics' defaults for `evolve report`. Each point
 (member × fidelity × task) is one evaluation under the store's natural key ``(genome id,
 task, steps, seed)``, committed as it arrives (``evolution.training_run.TrainingRecorder``:
@@ -84,6 +86,8 @@ class Plan:
     floor: float | None
     points: list[Point]
     run_id: str | None = None
+    # the user's block kinds the panel may draw (`phenotype.plugins`), records by pinned text
+    plugin_code: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def tasks(self) -> list[str]:
@@ -102,16 +106,19 @@ class Plan:
             "seed_policy": "genome",
             "precision": self.precision,
             "timeout_s": self.timeout_s,
-        }
+        } | ({"plugins": sorted(self.plugin_code)} if self.plugin_code else {})
 
     def run_config(self) -> dict[str, Any]:
         seeds = {i: {p.task: p.seed for p in self.points if p.member == i} for i in range(len(self.members))}
-        return {
+        config = {
             "calibration": self.calibration_key(),
             "panel": [member_entry(m, seeds[i]) for i, m in enumerate(self.members)],
             "promote": self.promote,
             "floor": self.floor,
         }
+        if self.plugin_code:  # as `RunConfig.to_dict` stores them (`evolve replay` re-imports)
+            config |= {"plugins": list(self.plugin_code), "plugin_code": self.plugin_code}
+        return config
 
 
 def make_plan(
@@ -127,6 +134,7 @@ def make_plan(
     timeout_s: float = 3600.0,
     promote: float = 0.25,
     floor: float | None = None,
+    plugin_code: dict[str, dict[str, Any]] | None = None,
 ) -> Plan:
     """The calibration of the DOGMA space on ``task`` (module docstring of
     `evolution.calibrate.panel` for the panel); ``CalibrateError`` when it cannot be made."""
@@ -134,7 +142,15 @@ def make_plan(
         raise CalibrateError(f"--promote {promote:g}: more than 0 and at most 1")
     ladder = make_ladder(steps, tuple(rungs), target)
     try:
-        config = RunConfig(task=task, steps=steps, max_params=max_params, precision=precision)
+        plugin_code = dict(plugin_code or {})  # loaded already: RunConfig imports nothing
+        config = RunConfig(
+            task=task,
+            steps=steps,
+            max_params=max_params,
+            precision=precision,
+            plugins=tuple(plugin_code),
+            plugin_code=plugin_code,
+        )
         DogmaSpace.check_config(config)
     except ValueError as e:
         raise CalibrateError(" ".join(str(e).split())) from None
@@ -161,6 +177,7 @@ def make_plan(
         promote,
         floor,
         points,
+        plugin_code=config.plugin_code,
     )
 
 

@@ -23,7 +23,7 @@ from evolution.calibrate.defaults import (
     default_rungs,
 )
 from evolution.cli import output
-from evolution.cli.tasks import pin_task_option
+from evolution.cli.tasks import add_plugin_option, load_plugin_option, pin_task_option
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.config import QUALITY_FLOOR, RunConfig
 from evolution.errors import UsageError
@@ -85,6 +85,7 @@ def add_calibrate_command(sub: Any, common: argparse.ArgumentParser) -> None:
         help=f"quality floor (default {QUALITY_FLOOR}; -1: none)",
     )
     cal.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto, fp32 or bf16 (auto)")
+    add_plugin_option(cal)
     add_training_options(cal, DEFAULT_TIMEOUT_S)
     cal.set_defaults(func=cmd_calibrate)
 
@@ -108,6 +109,7 @@ def plan_of(args: argparse.Namespace) -> Any:
 
     check_training_options(args)
     args.task = pin_task_option(args.task)  # a user's task: imported and pinned, named on stderr
+    plugin_code = load_plugin_option(args.plugins, contract=True)  # the panel may draw their kinds
     target = args.target if args.target is not None else TARGET_FACTOR * args.steps
     try:
         return make_plan(
@@ -123,6 +125,7 @@ def plan_of(args: argparse.Namespace) -> Any:
             args.timeout,
             args.promote,
             None if args.floor == -1 else args.floor,
+            plugin_code,
         )
     except CalibrateError as e:
         raise UsageError(str(e)) from None

@@ -2,7 +2,10 @@
 per component, `phenotype.breakdown`), its validity.
 
 `validate` reads the genome as data (`genome` is torch-free) and loads no torch; `show`
-computes an accounting, so it imports `phenotype` (torch) when it runs."""
+computes an accounting, so it imports `phenotype` (torch) when it runs. Both take
+``--plugin MODULE`` (`evolution.cli.tasks.load_plugin_option`): a user's block kinds,
+imported (torch) before the genome is read, so that a genome holding them validates and is
+accounted; without it such a genome is refused in one line that names ``--plugin``."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from evolution.cli.output import emit_json, out
+from evolution.cli.tasks import add_plugin_option, genome_refusal, load_plugin_option
 from evolution.errors import UsageError
 from genome import Genome, GenomeError, load_genome
 
@@ -19,11 +23,13 @@ if TYPE_CHECKING:
     from phenotype.breakdown import Breakdown
 
 
-def _load(source: str) -> Genome:
+def _load(args: argparse.Namespace) -> Genome:
+    """The genome ``args.source``, once the ``--plugin`` modules are imported."""
+    load_plugin_option(args.plugins, contract=False)
     try:
-        return load_genome(source)
+        return load_genome(args.source)
     except GenomeError as e:
-        raise UsageError(f"{source}: {e}") from None
+        raise genome_refusal(args.source, e, args.plugins) from None
 
 
 def cmd_genome_show(args: argparse.Namespace) -> int:
@@ -33,7 +39,7 @@ def cmd_genome_show(args: argparse.Namespace) -> int:
         raise UsageError(f"--seq-len and --batch must be at least 1, got {args.seq_len} and {args.batch}")
     if args.breakdown and args.format == "yaml":
         raise UsageError("--breakdown prints tables, --format yaml the genome: choose one")
-    genome = _load(args.source)
+    genome = _load(args)
     if args.breakdown:
         return _show_breakdown(genome, args)
     acct = account(genome, args.seq_len)
@@ -172,7 +178,7 @@ def chapter_lines(chapter: dict[str, Any]) -> list[str]:
 
 
 def cmd_genome_validate(args: argparse.Namespace) -> int:
-    genome = _load(args.source)
+    genome = _load(args)
     if args.json:
         emit_json({"valid": True, "genome_id": genome.id})
     else:
@@ -196,7 +202,9 @@ def add_genome_command(sub: Any, common: argparse.ArgumentParser) -> None:
     show.add_argument(
         "--batch", type=int, default=4, help="sequences per forward pass of the per-block FLOPs (4)"
     )
+    add_plugin_option(show)
     show.set_defaults(func=cmd_genome_show)
     validate = gsub.add_parser("validate", parents=[common], help="exit 0 if valid, 2 if not")
     validate.add_argument("source", help="FILE or preset:NAME")
+    add_plugin_option(validate)
     validate.set_defaults(func=cmd_genome_validate)

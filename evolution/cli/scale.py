@@ -20,7 +20,13 @@ from rich.table import Table
 
 from evaluation.scaling import LadderError, min_boot
 from evolution.cli import output
-from evolution.cli.tasks import pin_task_option
+from evolution.cli.tasks import (
+    add_plugin_option,
+    genome_refusal,
+    import_stored_plugins,
+    load_plugin_option,
+    pin_task_option,
+)
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.errors import UsageError
 from evolution.progress import ladder_point_printer
@@ -103,23 +109,27 @@ def add_scale_command(sub: Any, common: argparse.ArgumentParser) -> None:
     scale.add_argument(
         "--boot", type=int, default=1000, metavar="B", help="bootstrap replicates of the fit (default 1000)"
     )
+    add_plugin_option(scale)
     add_training_options(scale, DEFAULT_TIMEOUT_S)
     scale.set_defaults(func=cmd_scale)
 
 
 # -- the command ------------------------------------------------------------------------------
-def _design(target: str, store_url: str, pinned: dict[str, Any]) -> Any:
+def _design(target: str, store_url: str, pinned: dict[str, Any], plugins: tuple[str, ...] = ()) -> Any:
     """The ``Design`` of a target: preset, genome file, or an individual of the store."""
     if target.startswith("preset:") or os.path.exists(target) or target.endswith((".yaml", ".yml")):
         try:
             genome = load_genome(target)
         except GenomeError as e:
-            raise UsageError(f"{target}: {e}") from None
+            raise genome_refusal(target, e, plugins) from None
         return Design.of(genome, pinned, target, preset=target.startswith("preset:"))
     from evolution.report.summary import resolve_individual  # torch (phenotype's accounting)
 
     with output.open_store(store_url) as store:  # an individual: its store must exist
         record = resolve_individual(store, target)
+        run = store.get_run(record.run_id)
+    if run is not None:  # its run's block kinds, pinned to the code it was made with
+        import_stored_plugins(run.config, f"scaling individual {record.id}")
     return Design.of(Genome.from_yaml(record.yaml), pinned, f"individual {record.id}")
 
 
@@ -145,6 +155,7 @@ def plans(args: argparse.Namespace) -> list[Any]:
 
     _check(args)
     args.task = pin_task_option(args.task)  # a user's task: imported and pinned, named on stderr
+    load_plugin_option(args.plugins, contract=True)  # a user's block kinds, as `evolve run`'s
     try:
         task = get_task(args.task)
     except ValueError as e:
@@ -155,10 +166,10 @@ def plans(args: argparse.Namespace) -> list[Any]:
             budgets = [Budget(tokens=round(t)) for t in args.tokens]
         else:
             budgets = [Budget(per_param=r) for r in args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]]
-        design = _design(args.target, args.store, pinned)
+        design = _design(args.target, args.store, pinned, args.plugins)
         out = [make_plan(design, args.axis, args.task, args.sizes, budgets, args.seeds, args.timeout)]
         if args.against:  # OTHER at TARGET's sizes, as near as its axis allows
-            other = _design(args.against, args.store, pinned)
+            other = _design(args.against, args.store, pinned, args.plugins)
             given = args.sizes is not None
             sizes = args.sizes or [r.params for r in out[0].rungs]
             try:
@@ -181,7 +192,17 @@ def plans(args: argparse.Namespace) -> list[Any]:
                 f"the ladders share no sizes ({a_lo:,}-{a_hi:,} and {b_lo:,}-{b_hi:,} parameters): "
                 "a comparison would extrapolate; give --sizes"
             )
+    for plan in out:
+        plan.plugin_code = _plugin_code(plan)
     return out
+
+
+def _plugin_code(plan: Any) -> dict[str, dict[str, Any]]:
+    """The records of the plugins loaded here (``--plugin``, or a stored individual's run's)
+    whose kinds the ladder's genomes hold: what its run records (`Plan.plugin_code`)."""
+    from phenotype.plugins import load, pinned_loaded, used_by  # torch, as the training
+
+    return {text: load(text) for text in used_by(pinned_loaded(), plan.rungs[0].genome.to_yaml())}
 
 
 def cmd_scale(args: argparse.Namespace) -> int:

@@ -11,7 +11,10 @@ recorded one, before any run is created or changed.
 A user's block kinds (`phenotype.plugins`, ``--plugin``) are treated alike: readers show a
 stored genome's kind by its recorded stand-in (`RunConfig.plugin_code`), and the commands
 that build models import the plugin first (:func:`import_stored_plugins`), refusing other
-code in one line.
+code in one line. The commands that build genomes from a file or a preset (`scale`,
+`calibrate`, `genome show`, `genome validate`) take ``--plugin`` as `run` does
+(:func:`add_plugin_option`, :func:`load_plugin_option`): imported first, named on stderr,
+a failure one line and exit 2 before anything is created.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evolution.cli.output import err
+from evolution.config import comma_list
 from evolution.errors import UsageError
+
+#: appended to a genome's "unknown kind" refusal when no ``--plugin`` was given
+PLUGIN_HINT = "a user's block kind? load its module with --plugin MODULE (docs/plugins.md)"
 
 
 def say_imported(records: Mapping[str, Mapping[str, Any]]) -> None:
@@ -81,4 +88,57 @@ def say_plugins(records: Mapping[str, Mapping[str, Any]]) -> None:
         )
 
 
-__all__ = ["import_stored_plugins", "import_stored_tasks", "pin_task_option", "say_imported", "say_plugins"]
+def add_plugin_option(parser: Any) -> None:
+    """``--plugin MODULE[,MODULE]``, as `evolve run` takes it (a comma list)."""
+    parser.add_argument(
+        "--plugin",
+        dest="plugins",
+        type=comma_list,
+        default=(),
+        metavar="MODULE[,MODULE]",
+        help="a user's block kinds: modules (or installed dogma_evolve.kinds entry points) that "
+        "register gene kinds and blocks, comma list, imported first (docs/plugins.md)",
+    )
+
+
+def load_plugin_option(texts: Iterable[str], contract: bool) -> dict[str, dict[str, Any]]:
+    """Import the plugins of ``--plugin`` (`phenotype.plugins`): their records by pinned
+    text, each named on stderr; a failure is a ``UsageError``. A command that trains
+    (``contract``) holds their kinds to the block contract as `evolve run` does
+    (`phenotype.plugins.pin`); one that only reads or accounts a genome does not."""
+    texts = tuple(t.strip() for t in texts if t.strip())
+    if not texts:
+        return {}
+    from phenotype.plugins import load, pin  # torch
+
+    try:
+        if contract:
+            records = pin(texts, {})[1]
+        else:
+            records = {r["pinned"]: r for r in map(load, texts)}
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    say_plugins(records)
+    return records
+
+
+def genome_refusal(source: str, error: Exception, plugins: Iterable[str]) -> UsageError:
+    """The one line of a genome ``source`` that does not load: with an unknown kind and no
+    ``--plugin`` given, it names ``--plugin`` as the fix."""
+    line = f"{source}: {error}"
+    if "unknown kind" in str(error) and not any(p.strip() for p in plugins):
+        line += f"; {PLUGIN_HINT}"
+    return UsageError(line)
+
+
+__all__ = [
+    "PLUGIN_HINT",
+    "add_plugin_option",
+    "genome_refusal",
+    "import_stored_plugins",
+    "import_stored_tasks",
+    "load_plugin_option",
+    "pin_task_option",
+    "say_imported",
+    "say_plugins",
+]

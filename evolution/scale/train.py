@@ -159,6 +159,9 @@ class Plan:
     run_id: str | None = None
     warnings: list[str] = field(default_factory=list)
     regime: Regime | None = None  # of the first budget (`evolution.scale.regime`)
+    # the user's block kinds its genomes hold (`phenotype.plugins`), records by pinned text:
+    # part of the key (other code, another ladder) and stored so a later command re-imports them
+    plugin_code: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -174,15 +177,18 @@ class Plan:
             "budgets": [b.to_dict() for b in self.budgets],
             "seeds": self.seeds,
             "timeout_s": self.timeout_s,
-        }
+        } | ({"plugins": sorted(self.plugin_code)} if self.plugin_code else {})
 
     def config(self) -> dict[str, Any]:
-        return {
+        config = {
             "source": self.source,
             "ladder": self.ladder_key(),
             "rungs": [r.to_dict() for r in self.rungs],
             "tokens_per_step": self.tokens_per_step,
         }
+        if self.plugin_code:  # as `RunConfig.to_dict` stores them (`evolve replay` re-imports)
+            config |= {"plugins": list(self.plugin_code), "plugin_code": self.plugin_code}
+        return config
 
     def done(self) -> list[Point]:
         return [p for p in self.points if p.status is not None]
