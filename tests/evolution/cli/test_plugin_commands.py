@@ -154,3 +154,33 @@ def test_calibrate_draws_the_plugin_kind_trains_it_and_records_it(work, monkeypa
             ).fetchall()
         assert len(uses) == 3  # the member that draws the kind, at 5, 10 and 20 steps
         assert all(status == "ok" and json.loads(m)["plugins"] == [pinned] for status, m in uses)
+
+
+def test_scale_of_a_stored_individual_imports_its_runs_plugins_and_records_them(work, monkeypatch):
+    from evaluation.table import TableEvaluator
+    from evolution.config import RunConfig
+    from evolution.engine import Engine
+
+    db = f"sqlite:///{work / 'r.db'}"
+    monkeypatch.setattr(scale_cli, "_pool", lambda args, store, todo: LawPool())
+    with loaded_plugin("gated_deltanet", work) as record:
+        pinned = record["pinned"]
+        with Store(db) as store:  # seed 17 draws the plugin's kind into generation 0
+            config = RunConfig(
+                population=4,
+                generations=0,
+                steps=2,
+                task="bytelm",
+                max_params=100_000,
+                seed=17,
+                plugins=("gated_deltanet",),
+            )
+            engine = Engine(config, store, TableEvaluator(lambda request: {"loss": 1.0}))
+            engine.run()
+            [individual, *_] = [r for r in store.individuals(engine.run_id) if "gated_deltanet" in r.yaml]
+        code, out, err = evolve("scale", str(individual.id), "--tokens", "100k", "--json", "--store", db)
+        assert code == 0, err
+        assert f"evolve: plugin {pinned}: imported module gated_deltanet" in err
+        with Store(db, create=False) as store:
+            run = store.get_run(json.loads(out)["run_id"])
+        assert run is not None and run.config["plugins"] == [pinned]
