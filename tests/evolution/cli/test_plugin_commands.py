@@ -184,3 +184,24 @@ def test_scale_of_a_stored_individual_imports_its_runs_plugins_and_records_them(
         with Store(db, create=False) as store:
             run = store.get_run(json.loads(out)["run_id"])
         assert run is not None and run.config["plugins"] == [pinned]
+
+
+@pytest.mark.slow
+def test_calibrate_with_a_plugin_trains_it_on_ray(work):
+    """The command's own pool in its own process: a Ray worker imports the plugin from the
+    command's folder (12 trainings of at most 20 steps, one worker: about a minute)."""
+    db = work / "ray.db"
+    argv = ["calibrate", "--task", "mqar", "--steps", "10", "--rungs", "5,10", "--target", "20"]
+    argv += ["--presets", "2", "--random", "2", "--max-params", "100000", "--seed", "0"]
+    argv += ["--plugin", "gated_deltanet", "--workers", "1", "--json", "--store", f"sqlite:///{db}"]
+    proc = evolve_process(work, *argv)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"imported module gated_deltanet from {work / 'gated_deltanet.py'}" in proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["trained"] == 12 and data["failed"] == 0
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        uses = c.execute(
+            "SELECT e.status, e.metrics FROM evaluations e JOIN genomes g ON g.id = e.genome_id "
+            "WHERE g.yaml LIKE '%gated_deltanet%'"
+        ).fetchall()
+    assert len(uses) == 3 and all(status == "ok" and "plugins" in json.loads(m) for status, m in uses)
