@@ -189,7 +189,8 @@ def test_scale_of_a_stored_individual_imports_its_runs_plugins_and_records_them(
 @pytest.mark.slow
 def test_calibrate_with_a_plugin_trains_it_on_ray(work):
     """The command's own pool in its own process: a Ray worker imports the plugin from the
-    command's folder (12 trainings of at most 20 steps, one worker: about a minute)."""
+    command's folder (12 trainings of at most 20 steps, one worker: about a minute); `evolve
+    replay` of the plugin's member re-imports it from the run's record."""
     db = work / "ray.db"
     argv = ["calibrate", "--task", "mqar", "--steps", "10", "--rungs", "5,10", "--target", "20"]
     argv += ["--presets", "2", "--random", "2", "--max-params", "100000", "--seed", "0"]
@@ -201,7 +202,11 @@ def test_calibrate_with_a_plugin_trains_it_on_ray(work):
     assert data["trained"] == 12 and data["failed"] == 0
     with contextlib.closing(sqlite3.connect(db)) as c:
         uses = c.execute(
-            "SELECT e.status, e.metrics FROM evaluations e JOIN genomes g ON g.id = e.genome_id "
+            "SELECT e.status, e.metrics, g.id FROM evaluations e JOIN genomes g ON g.id = e.genome_id "
             "WHERE g.yaml LIKE '%gated_deltanet%'"
         ).fetchall()
-    assert len(uses) == 3 and all(status == "ok" and "plugins" in json.loads(m) for status, m in uses)
+    assert len(uses) == 3 and all(status == "ok" and "plugins" in json.loads(m) for status, m, _ in uses)
+    # a later command re-imports the plugin the calibration's run recorded
+    replay = evolve_process(work, "replay", uses[0][2][:12], "--json", "--store", f"sqlite:///{db}")
+    assert replay.returncode == 0, replay.stderr[-3000:]
+    assert "evolve: plugin gated_deltanet#" in replay.stderr and json.loads(replay.stdout)["match"] is True
