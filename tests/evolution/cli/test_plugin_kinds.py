@@ -19,31 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.evolution.cli.test_user_task import SOURCE as TASK_SOURCE  # the task tests' user task
+from tests.evolution.cli.test_user_task import TRAP  # a module a reader must never import
 from tests.phenotype.test_standalone import assert_package_works, check_in_fresh_interpreter
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "gated_deltanet.py"
 EVOLVE = str(Path(sys.executable).with_name("evolve"))
 TASK = "my_parity_task:Parity?length=6"
-TASK_SOURCE = """
-import torch
-
-class Parity:
-    name = "parity"
-    train_batch_size = 8
-    def __init__(self, length: int = 8):
-        self.length = length
-        self.vocab_size, self.seq_len, self.chance_accuracy = 3, length, 0.5
-    def batch(self, generator, batch_size):
-        x = torch.randint(2, (batch_size, self.length), generator=generator)
-        y = torch.full_like(x, -100)
-        y[:, -1] = x.sum(1) % 2
-        return x, y
-"""
-TRAP = """
-import pathlib
-pathlib.Path(__file__).with_name("IMPORTED").write_text("a reader imported me")
-raise SystemExit("a reader must not import this module")
-"""
 # seed 21 draws a gated_deltanet genome into generation 0 (of 4: presets, then random genomes)
 RUN = ["--plugin", "gated_deltanet", "--task", TASK, "--population", "4", "--generations", "0"]
 RUN += ["--steps", "10", "--workers", "2", "--seed", "21", "--max-params", "20000", "--quiet"]
