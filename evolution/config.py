@@ -24,7 +24,7 @@ from evaluation.options import PRECISIONS
 from evolution.objectives import OBJECTIVES, QUALITY, check_objectives
 from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
 from evolution.spaces.registry import SPACES
-from evolution.strategies import STRATEGIES, STRATEGY_HELP
+from evolution.strategies import PARENTS, STRATEGIES, STRATEGY_HELP
 
 # quality (normalised accuracy on the suite) that a candidate must reach to count as having
 # learned anything: the MLP-only calibration model scores under it (evaluation/tasks/suite.py)
@@ -50,6 +50,7 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "initial_population": (2, MAX_POPULATION),
     "batch": (1, MAX_POPULATION),
     "sample_size": (1, MAX_POPULATION),
+    "parents": (1, MAX_POPULATION),
     "generations": (0, 1_000_000),
     "max_evaluations": (1, 100_000_000),
     "steps": (1, 10_000_000),
@@ -188,6 +189,9 @@ class RunConfig:
         default=None, metadata=cli("children per generation (default: half the population)")
     )
     sample_size: int = field(default=3, metadata=cli("aging: tournament sample (3)"))
+    parents: int = field(
+        default=PARENTS, metadata=cli(f"local: children are neighbours of the best N members ({PARENTS})")
+    )
     surrogate: int = field(  # resolved in __post_init__ (`default_surrogate`)
         default=AUTO_SURROGATE,
         metadata=cli(
@@ -459,6 +463,7 @@ class RunConfig:
         known.setdefault("strategy", "nsga2")
         known.setdefault("surrogate", 1)
         known.setdefault("population", DEFAULT_POPULATION)
+        known.setdefault("parents", 1)  # local search bred from the incumbent alone before
         return cls(**known)
 
 

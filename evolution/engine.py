@@ -100,7 +100,9 @@ class Engine:
         self.config, self.store, self.pool = config, store, pool
         self.tasks = config.tasks
         self.space: SearchSpace = SPACES[config.space].from_config(config)
-        self.strategy = make_strategy(config.strategy, config.sample_size, config.quality_floor)
+        self.strategy = make_strategy(
+            config.strategy, config.sample_size, config.quality_floor, config.parents
+        )
         self.Individual = individual_class(len(config.objectives))
         self.on_event: Event = on_event or (lambda kind, data: None)
         self.evaluator = Evaluator(config, self.space, store, run_id or "", self.on_event)

@@ -17,6 +17,7 @@ from evolution.objectives import FAILED_COST
 from evolution.selection import assign_rank_and_crowding, pareto_front, quality_key, survivors
 from evolution.strategies import (
     NSGA2,
+    PARENTS,
     STRATEGIES,
     Aging,
     LocalSearch,
@@ -192,13 +193,33 @@ def test_every_strategy_is_listed_and_in_the_help() -> None:
 
 
 # -- restart local search --------------------------------------------------------------------
-def test_local_search_breeds_only_from_the_incumbent() -> None:
-    strategy = make_strategy("local")
-    population = make([(0.2, 1e3), (0.6, 9e4), (0.6, 1e4), (0.4, 5e3)])
+def test_local_search_breeds_from_the_best_few_evenly() -> None:
+    population = make([(0.2, 1e3), (0.6, 9e4), (0.6, 1e4), (0.4, 5e3), (0.1, 1e3)])
+    strategy = make_strategy("local")  # parents=3 by default
+    assert strategy.parents == PARENTS == RunConfig().parents == 3
     strategy.prepare(population)
     assert strategy.breeds
-    parents = strategy.mates(population, 50, random.Random(0))
-    assert {id(p) for p in parents} == {id(population[2])}  # best quality, fewer params
+    counts = Counter(id(p) for p in strategy.mates(population, 3000, random.Random(0)))
+    best_three = {id(population[i]) for i in (2, 1, 3)}  # by quality, then fewer params
+    assert set(counts) == best_three
+    assert all(abs(n / 3000 - 1 / 3) < 0.04 for n in counts.values())
+    # parents=1: the incumbent alone, with no draw from the generator
+    alone = make_strategy("local", parents=1)
+    rng = random.Random(0)
+    before = rng.getstate()
+    assert {id(p) for p in alone.mates(population, 50, rng)} == {id(population[2])}
+    assert rng.getstate() == before
+
+
+def test_local_search_parents_prefer_full_fidelity_and_old_runs_keep_one() -> None:
+    population = make([(0.9, 1e3), (0.5, 1e3), (0.4, 1e3), (0.3, 1e3)])
+    population[0].record.final = False  # the best by quality was seen at the first stage only
+    parents = make_strategy("local", parents=2).mates(population, 500, random.Random(1))
+    assert {id(p) for p in parents} == {id(population[1]), id(population[2])}
+    stored = {k: v for k, v in RunConfig(strategy="local").to_dict().items() if k != "parents"}
+    assert RunConfig.from_dict(stored).parents == 1  # a run stored before resumes as it began
+    with pytest.raises(ValueError, match="parents"):
+        RunConfig(parents=0)
 
 
 def test_local_search_restarts_after_m_failures_and_derives_it_from_the_population() -> None:
@@ -280,7 +301,7 @@ def test_the_new_strategies_spend_exactly_the_budget(nb_store, strategy: str) ->
     assert any(i.operator for i in nb_store.individuals(engine.run_id))
 
 
-def test_local_search_through_the_engine_breeds_from_the_incumbent_and_restarts(nb_store) -> None:  # type: ignore[no-untyped-def]
+def test_local_search_through_the_engine_breeds_from_the_best_few_and_restarts(nb_store) -> None:  # type: ignore[no-untyped-def]
     from evolution.engine import Engine
 
     populations: dict[int, list[Candidate]] = {}
@@ -293,7 +314,11 @@ def test_local_search_through_the_engine_breeds_from_the_incumbent_and_restarts(
     engine.run()
     born = nb_store.individuals(engine.run_id)
     probe = LocalSearch()
-    restarts = 0
+    restarts, several = 0, False
+
+    def local_order(c: Candidate) -> tuple[Any, ...]:
+        return (not c.record.final, *quality_key(c))  # evaluated in full first, then quality
+
     for g in sorted(populations)[1:]:
         previous, births = populations[g - 1], [b for b in born if b.generation == g]
         if probe.restart_due(previous):
@@ -301,10 +326,12 @@ def test_local_search_through_the_engine_breeds_from_the_incumbent_and_restarts(
             assert all(b.operator is None and not b.parents for b in births)
             assert {c.generation for c in populations[g]} == {g}  # the samples are the population
         else:
-            incumbent = LocalSearch.incumbent(previous).stored_id
+            best = {c.stored_id for c in sorted(previous, key=local_order)[: probe.parents]}
             bred = [b for b in births if b.operator]
-            assert bred and all(b.parents == [incumbent] for b in bred)  # one parent: no crossover
-    assert restarts >= 1
+            # one parent each (no crossover), always one of the best few members
+            assert bred and all(len(b.parents) == 1 and b.parents[0] in best for b in bred)
+            several |= len({b.parents[0] for b in bred}) > 1
+    assert restarts >= 1 and several
 
 
 def test_aging_evolution_never_crosses_over_in_the_engine(nb_store) -> None:  # type: ignore[no-untyped-def]
@@ -351,7 +378,7 @@ def test_breeding_stops_once_the_neighbourhood_is_used_up(nb_store) -> None:  # 
         if kind == "generation":  # sent once a generation's children are bred
             draws[data["generation"]], pending[0] = pending[0], 0
 
-    config = nb_config(strategy="local", surrogate=10, batch=3, generations=4)
+    config = nb_config(strategy="local", parents=1, surrogate=10, batch=3, generations=4)
     engine = Engine(config, nb_store, nb_pool(), on_event=tally)
     mutate = engine.space.mutate
 
