@@ -95,8 +95,9 @@ def evaluate(
 
 def safetensors_bytes(model: nn.Module) -> bytes:
     """The model's weights as a safetensors file's bytes: shared tensors stored once, the
-    same bytes in every process (`phenotype.weights`)."""
-    return weights_bytes(model.cpu())
+    same bytes in every process (`phenotype.weights`, which copies each tensor to the CPU;
+    the model stays where it is)."""
+    return weights_bytes(model)
 
 
 def train_model(

@@ -178,6 +178,22 @@ def _table(request: EvalRequest) -> dict[str, Any]:
     return {"quality": quality, "accuracy": quality, "params": n, "loss": 1 - quality}
 
 
+@pytest.fixture
+def table_pool(monkeypatch: pytest.MonkeyPatch) -> TableEvaluator:
+    """Every evaluation of `evolve run` answered by `_table` (no training)."""
+    pool = TableEvaluator(_table)
+    monkeypatch.setattr(study_running, "pool_for", lambda engine, store: nullcontext(pool))
+    return pool
+
+
+def _ladder_run(population: int, db: str) -> list[str]:
+    """`evolve run` argv of a generation-0 run on the compression task with a ladder of its
+    whole population."""
+    argv = ["run", "--population", str(population), "--generations", "0", "--task", "compression"]
+    argv += ["--min-steps", "0", "--objectives", "quality", "--ladder", "--ladder-elites", str(population)]
+    return argv + ["--store", db]
+
+
 def _evolve(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -186,14 +202,11 @@ def _evolve(*argv: str) -> tuple[int, str, str]:
 
 
 def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, table_pool: TableEvaluator
 ) -> None:
-    pool = TableEvaluator(_table)
-    monkeypatch.setattr(study_running, "pool_for", lambda engine, store: nullcontext(pool))
+    pool = table_pool
     db = f"sqlite:///{tmp_path / 'run.db'}"
-    argv = ["run", "--population", "2", "--generations", "0", "--task", "compression", "--min-steps", "0"]
-    argv += ["--objectives", "quality", "--ladder", "--ladder-elites", "2", "--store", db, "--json"]
-    code, out, err = _evolve(*argv)
+    code, out, err = _evolve(*_ladder_run(2, db), "--json")
     assert code == 0, err
     data = json.loads(out)
     ladder = data["ladder"]
@@ -272,15 +285,12 @@ def test_the_verdict_says_plainly_whether_the_search_order_held() -> None:
 
 
 def test_select_by_ladder_makes_the_ladders_rank_1_the_runs_best(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, table_pool: TableEvaluator
 ) -> None:
     from evolution.report.summary import best_individual
 
-    pool = TableEvaluator(_table)
-    monkeypatch.setattr(study_running, "pool_for", lambda engine, store: nullcontext(pool))
     db = f"sqlite:///{tmp_path / 'sel.db'}"
-    argv = ["run", "--population", "4", "--generations", "0", "--task", "compression", "--min-steps", "0"]
-    argv += ["--objectives", "quality", "--ladder", "--ladder-elites", "4", "--store", db]
+    argv = _ladder_run(4, db)
     with pytest.raises(SystemExit) as exit_info:  # argparse's choices
         _evolve(*argv, "--select-by", "nonsense")
     assert exit_info.value.code == 2
