@@ -196,6 +196,7 @@ def test_every_strategy_is_listed_and_in_the_help() -> None:
 def test_local_search_breeds_from_the_best_few_evenly() -> None:
     population = make([(0.2, 1e3), (0.6, 9e4), (0.6, 1e4), (0.4, 5e3), (0.1, 1e3)])
     strategy = make_strategy("local")  # parents=3 by default
+    assert isinstance(strategy, LocalSearch)
     assert strategy.parents == PARENTS == RunConfig().parents == 3
     strategy.prepare(population)
     assert strategy.breeds
