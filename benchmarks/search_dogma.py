@@ -389,7 +389,13 @@ def main() -> None:
     other = args.other_seeds if args.other_seeds is not None else min(5, args.seeds)
     seed0 = TUNE_SEED0 if args.tune else 0
     seeds = {a: list(range(seed0, seed0 + (args.seeds if a in MAIN_ARMS else other))) for a in arms}
-    jobs = [(a, s, shared, float(budget), str(out)) for a in arms for s in seeds[a]]
+    # seeds outermost: a benchmark cut short (and resumed later) stays paired
+    jobs = [
+        (a, s, shared, float(budget), str(out))
+        for s in sorted({s for a in arms for s in seeds[a]})
+        for a in arms
+        if s in seeds[a]
+    ]
     start = time.perf_counter()
     baselines: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers) as pool:
