@@ -17,7 +17,8 @@ Protocol (every number the table prints comes from this one script):
   in full, i.e. one synchronous 2-rung bracket with eta = 1/promote), `aging` and `local`
   (only when registered in `evolution.strategies.STRATEGIES`; skipped ones are printed),
   `nsga2` (the previous default: NSGA-II's loop on quality, no surrogate), `single` (the
-  default at a single fidelity: every trained child in full),
+  default at a single fidelity: every trained child in full), `by-quality` (the default
+  with its first stage promoted by quality, as before `promote_by`),
   `optuna` (its default TPE sampler over a define-by-run parametrisation of the space,
   `benchmarks.optuna_dogma`, trained through the same pool and stored in the same kind
   of store). Full Hyperband/ASHA is not offered: the engine has one first fidelity and
@@ -90,7 +91,7 @@ from evolution.strategies import STRATEGIES  # noqa: E402
 from store import Store  # noqa: E402
 
 MAIN_ARMS = ("default", "random", "optuna")  # >= 10 seeds by default
-ALL_ARMS = ("default", "random", "optuna", "sha", "aging", "local", "nsga2", "single")
+ALL_ARMS = ("default", "random", "optuna", "sha", "aging", "local", "nsga2", "single", "by-quality")
 TUNE_SEED0 = 1000
 RETRAIN_SEEDS = 3
 STALL = 5  # generations in a row that trained nothing: the run is over
@@ -113,6 +114,8 @@ def arm_overrides(arm: str, steps: int) -> dict[str, Any] | None:
         return {"strategy": "nsga2", "surrogate": 1, "min_steps": first}
     if arm == "single":  # the default's loop without the first stage
         return {"min_steps": 0}
+    if arm == "by-quality":  # the default before its first stage promoted by held-out loss
+        return {"min_steps": first, "promote_by": "quality"}
     return None
 
 

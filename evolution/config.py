@@ -67,6 +67,7 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "ladder_seeds": (2, 100),
 }
 SELECT_BY = ("search", "ladder")  # what names a run's best individual (`select_by`)
+PROMOTE_BY = ("loss", "quality")  # what ranks a multi-fidelity first stage (`promote_by`)
 MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
 DEFAULT_OBJECTIVES = (QUALITY,)  # select on quality; parameters are a budget and a tie-break
 # what a run stored without an `objectives` entry selected on (the default before this one)
@@ -185,6 +186,14 @@ class RunConfig:
         ),
     )
     promote: float = field(default=0.25, metadata=cli("multi-fidelity: fraction promoted (0.25)"))
+    promote_by: str = field(  # `evolution.evaluating.Evaluator.promoted`
+        default="loss",
+        metadata=cli(
+            "multi-fidelity under one objective: promote by the first stage's held-out loss "
+            "or its quality (loss)",
+            choices=PROMOTE_BY,
+        ),
+    )
     batch: int | None = field(
         default=None, metadata=cli("children per generation (default: half the population)")
     )
@@ -325,6 +334,8 @@ class RunConfig:
             raise ValueError("explore must lie in [0, 1]")
         if not 0.0 < self.promote <= 1.0:
             raise ValueError("promote must lie in (0, 1]")
+        if self.promote_by not in PROMOTE_BY:
+            raise ValueError(f"promote_by must be one of {PROMOTE_BY}, not {self.promote_by!r}")
         if self.max_evaluations is not None and self.max_evaluations < 1:
             raise ValueError("evaluations must be at least 1")
         if self.steps < 1:
@@ -451,10 +462,11 @@ class RunConfig:
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         """The config a run was stored with; a run stored before the quality floor existed
         resumes without one, and one stored before the precision option in fp32, as they
-        started (a dict without a strategy, surrogate or population: nsga2, no surrogate, 64,
-        the defaults of its time). A stored run carries its objectives (one stored before quality alone was
-        the default resumes on its own, e.g. quality,params under NSGA-II); a dict without
-        them takes `STORED_OBJECTIVES`."""
+        started (a dict without a strategy, surrogate, population, parents or promote_by:
+        nsga2, no surrogate, 64, the incumbent alone, promotion by quality: the defaults of its
+        time). A stored run carries its objectives (one stored before quality alone was the
+        default resumes on its own, e.g. quality,params under NSGA-II); a dict without them
+        takes `STORED_OBJECTIVES`."""
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known.setdefault("objectives", STORED_OBJECTIVES)
         known.setdefault("quality_floor", None)
@@ -464,6 +476,7 @@ class RunConfig:
         known.setdefault("surrogate", 1)
         known.setdefault("population", DEFAULT_POPULATION)
         known.setdefault("parents", 1)  # local search bred from the incumbent alone before
+        known.setdefault("promote_by", "quality")  # the first stage promoted by quality before
         return cls(**known)
 
 

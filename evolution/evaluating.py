@@ -43,10 +43,11 @@ the pre-filter of each run. `filtered` is no failure of a training (no training 
 
 Multi-fidelity (`min_steps` below `steps`, where the space supports it): children are
 trained at `min_steps` first (scaled like the full stage under a flops budget); the best
-`promote` fraction on the low-fidelity fitness (quality order, `selection.quality_key`,
-under one objective; NSGA-II order, Pareto-aware, under several) is trained at the full
-fidelity. Every evaluation row
-records its fidelity; a child's `record.final` says whether its metrics are final.
+`promote` fraction of the first stage is trained at the full fidelity: under one objective
+the lowest held-out loss (`promote_by` "loss", the default; "quality": quality order,
+`selection.quality_key`), under several NSGA-II order on the first-stage fitness. Every
+evaluation row records its fidelity; a child's `record.final` says whether its metrics are
+final.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed, task_facts  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
 from evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
-from evolution.selection import by_quality, single_objective
+from evolution.selection import by_quality, quality_key, single_objective
 from evolution.spaces.contract import SearchSpace
 from evolution.strategies import below_floor
 from evolution.types import Candidate, Event, GenerationReport, TaskResult
@@ -225,11 +226,7 @@ class Evaluator:
             self._evaluate_at(todo, pool, report, final=False)
             ok = [c for c in todo if c.status == "ok"]
             k = min(len(ok), math.ceil(cfg.promote * len(todo))) if ok else 0
-            # quality order under one objective (`selection.quality_key`: ties to fewer params),
-            # NSGA-II order on the first-stage fitness under several
-            promoted: list[Candidate] = (
-                (by_quality(ok)[:k] if single_objective(ok) else tools.selNSGA2(ok, k)) if k else []
-            )
+            promoted = self.promoted(ok, k)
             report.promoted = len(promoted)
             for c in promoted:
                 del c.fitness.values  # evaluated again, at full fidelity
@@ -238,6 +235,23 @@ class Evaluator:
             if ind.status == "ok":
                 self.history.append((ind.record.spent_at, ind))
         report.failed += sum(c.status not in ("ok", FILTERED, None) for c in children)
+
+    def promoted(self, ok: Sequence[Candidate], k: int) -> list[Candidate]:
+        """The `k` first-stage candidates to train in full. Under several objectives:
+        NSGA-II order on the first-stage fitness. Under one: by held-out loss, lowest first
+        (`promote_by` "loss", one task, every loss finite; ties by `quality_key`), else by
+        quality (`selection.quality_key`: ties to fewer parameters). A first stage is short
+        enough that most candidates' accuracy has not left chance, so quality ranks them
+        on noise while the loss already tells the genomes that learn from the rest."""
+        if not k:
+            return []
+        if not single_objective(ok):
+            return list(tools.selNSGA2(ok, k))
+        losses = [float(c.metrics.get("loss", math.nan)) for c in ok]
+        if self.config.promote_by == "loss" and len(self.tasks) == 1 and all(map(math.isfinite, losses)):
+            order = sorted(range(len(ok)), key=lambda i: (losses[i], quality_key(ok[i])))
+            return [ok[i] for i in order[:k]]
+        return by_quality(ok)[:k]
 
     def filter_out(self, ind: Candidate, reason: str) -> None:
         """Mark `ind` `filtered` for `reason`: metrics are the space's cost metrics alone,

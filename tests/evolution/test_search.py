@@ -254,3 +254,43 @@ def test_cli_runs_nb201_and_shows_operator_credit(tmp_path, capsys):
     assert main(["audit", str(result["best"]["id"]), "--json", "--store", url]) == 0
     assert json.loads(capsys.readouterr().out)["operator_credit"]
     assert main(["run", "--objectives", "params", "--store", url]) == 2
+
+
+# -- what ranks a first stage ---------------------------------------------------------------
+def _first_stage_table(request):
+    """First-stage metrics whose loss and quality disagree: the lower a genome's loss, the
+    lower its quality too, so the two promotion rules pick opposite ends."""
+    h = int(request.genome_id[:8], 16) / 16**8
+    if request.fidelity == 2:
+        return {"loss": 2.0 + h, "quality": 0.01 * h, "params": 1000}
+    return {"loss": 1.0, "quality": 0.5, "params": 1000}
+
+
+@pytest.mark.parametrize("promote_by", ["loss", "quality"])
+def test_the_first_stage_promotes_by_held_out_loss_or_by_quality(store, promote_by):
+    from evaluation.table import TableEvaluator
+
+    pool = TableEvaluator(_first_stage_table)
+    seen = []
+    pool.lookup = lambda r: seen.append(r) or _first_stage_table(r)
+    config = RunConfig(
+        population=12, generations=0, steps=4, min_steps=2, promote=0.25, seed=0, promote_by=promote_by
+    )
+    Engine(config, store, pool).run()
+    first = {r.genome_id: _first_stage_table(r) for r in seen if r.fidelity == 2}
+    full = {r.genome_id for r in seen if r.fidelity == 4}
+    assert len(first) >= 8 and len(full) == -(-len(first) // 4)
+    if promote_by == "loss":  # the lowest losses, though their quality is the lowest
+        expected = sorted(first, key=lambda g: first[g]["loss"])[: len(full)]
+    else:
+        expected = sorted(first, key=lambda g: -first[g]["quality"])[: len(full)]
+    assert full == set(expected)
+
+
+def test_a_stored_run_without_promote_by_resumes_promoting_by_quality():
+    assert RunConfig().promote_by == "loss"
+    stored = RunConfig().to_dict()
+    del stored["promote_by"]
+    assert RunConfig.from_dict(stored).promote_by == "quality"
+    with pytest.raises(ValueError, match="promote_by"):
+        RunConfig(promote_by="accuracy")
