@@ -15,7 +15,12 @@ over the ``n`` members whose trainings at both succeeded (``quality`` not None):
 * **quality distribution** at r: min, quartiles (numpy's linear interpolation), max, and
   the shares at or below chance (quality ≤ 0: the suite's quality is accuracy normalised so
   that chance is 0) and below the quality floor (``quality < floor``, as a search's
-  ``below_floor``), over the members trained successfully at r; ``failed`` counts the rest.
+  ``below_floor``), over the members trained successfully at r; ``failed`` counts the rest;
+* **the held-out loss as a ranking**, at each rung below the full fidelity: the same
+  correlations and recall with the rung's score −loss (lower loss ranks higher) in place of
+  its quality, against the full fidelity's and the target's quality — the rule a search's
+  first stage promotes by under one objective and one task (``Evaluator.promoted``); over the
+  members with a loss at r and a quality at R.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from evaluation.transfer import RESAMPLES, is_weak, rank_transfer
 from evolution.calibrate.panel import Ladder
 from store import TransferIn
 
-Qualities = Mapping[int, Sequence[float | None]]  # fidelity -> quality of each member, panel order
+Qualities = Mapping[int, Sequence[float | None]]  # fidelity -> each member's quality (or loss), panel order
 
 
 def promotion_size(n: int, promote: float) -> int:
@@ -93,6 +98,11 @@ def compare(
     return {**t, **promotion_recall(xs, ys, promote), "weak": is_weak(t["spearman"])}
 
 
+def scores(losses: Sequence[float | None]) -> list[float | None]:
+    """Losses as a ranking where higher is better: −loss (None stays None)."""
+    return [None if v is None else -v for v in losses]
+
+
 def rung_rows(
     qualities: Qualities,
     ladder: Ladder,
@@ -100,11 +110,14 @@ def rung_rows(
     floor: float | None,
     resamples: int = RESAMPLES,
     missing: Mapping[int, int] | None = None,
+    losses: Qualities | None = None,
 ) -> list[dict[str, Any]]:
     """One row per rung: ``steps``, ``quality`` (distribution), ``failed`` and ``missing``
     (members without a quality there: ``missing[steps]`` of them not trained yet, the rest
     failed), ``vs_full`` (None at the full fidelity itself) and ``vs_target``
-    (``compare``); then the target's row, with its distribution only."""
+    (``compare``), ``loss_vs_full`` and ``loss_vs_target`` (``compare`` of the rung's
+    ``scores(losses)`` with the quality there; None at and above the full fidelity and
+    without ``losses``); then the target's row, with its distribution only."""
     rows = []
     for r in ladder.fidelities:
         values = qualities[r]
@@ -117,11 +130,17 @@ def rung_rows(
             "missing": absent,
             "vs_full": None,
             "vs_target": None,
+            "loss_vs_full": None,
+            "loss_vs_target": None,
         }
         if r != ladder.target:
             if r != ladder.steps:
                 row["vs_full"] = compare(values, qualities[ladder.steps], promote, resamples)
             row["vs_target"] = compare(values, qualities[ladder.target], promote, resamples)
+        if losses is not None and r < ladder.steps:
+            ranked = scores(losses[r])
+            row["loss_vs_full"] = compare(ranked, qualities[ladder.steps], promote, resamples)
+            row["loss_vs_target"] = compare(ranked, qualities[ladder.target], promote, resamples)
         rows.append(row)
     return rows
 
@@ -132,15 +151,23 @@ def fidelity_names(ladder: Ladder) -> tuple[str, str]:
 
 
 def transfer_rows(rows: Sequence[dict[str, Any]], ladder: Ladder) -> list[TransferIn]:
-    """Each rung's correlations as ``transfer`` rows: ``rung@R`` against ``full@S`` and
-    ``target@T`` (named fidelities, like a search ladder's ``ladder@…``)."""
+    """Each rung's correlations as ``transfer`` rows: ``rung@R`` (its quality) and
+    ``loss@R`` (its held-out loss, where the row has one) against ``full@S`` and ``target@T``
+    (named fidelities, like a search ladder's ``ladder@…``)."""
     full, target = fidelity_names(ladder)
     names = ("n", "spearman", "spearman_low", "spearman_high", "kendall", "kendall_low", "kendall_high")
+    pairs = (
+        ("rung", "vs_full", full),
+        ("rung", "vs_target", target),
+        ("loss", "loss_vs_full", full),
+        ("loss", "loss_vs_target", target),
+    )
     out = []
     for row in rows:
-        for key, higher in (("vs_full", full), ("vs_target", target)):
-            if row[key] is not None:
-                out.append(TransferIn(f"rung@{row['steps']}", higher, **{k: row[key][k] for k in names}))
+        for lower, key, higher in pairs:
+            c = row.get(key)
+            if c is not None:
+                out.append(TransferIn(f"{lower}@{row['steps']}", higher, **{k: c[k] for k in names}))
     return out
 
 
@@ -151,6 +178,7 @@ __all__ = [
     "promotion_recall",
     "promotion_size",
     "rung_rows",
+    "scores",
     "top_k",
     "transfer_rows",
 ]

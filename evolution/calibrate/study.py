@@ -15,8 +15,9 @@ a point stored in the run is done whatever its status; a successful row of anoth
 trained in this precision, such as a search's full-fidelity training of a preset, is
 copied, not retrained). After training, each rung's correlations are written to the
 ``transfer`` table under named fidelities (``rung@60`` against ``full@300`` and
-``target@3000``, ``evolution.calibrate.stats.transfer_rows``) with the run's last
-generation, replacing an earlier attempt's (``Store.put_ladder`` with no ladder rows).
+``target@3000``, and ``loss@60`` for the held-out loss's ranking,
+``evolution.calibrate.stats.transfer_rows``) with the run's last generation, replacing an
+earlier attempt's (``Store.put_ladder`` with no ladder rows).
 
 **Training** goes through the Ray ``EvaluationPool`` of every training command, its leases
 logged to the run, the longest trainings first (the target, then the rungs downwards), which
@@ -24,10 +25,14 @@ keeps the workers busy to the end.
 
 **A member's quality** at a fidelity is ``quality_of`` its metrics on the one task, the mean
 over the tasks with several (as ``Evaluator.combine``); None when a task failed there.
+**Its held-out loss** there is ``metrics["loss"]`` of the one task (``loss_of``): a search
+promotes its first stage by held-out loss only when it has one task, so a calibration on
+several ranks by quality alone.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -230,32 +235,60 @@ def combined(results: Sequence[tuple[str | None, dict[str, Any]]]) -> float | No
     return statistics.fmean(quality_of(metrics) for _, metrics in results)
 
 
-def qualities_of(plan: Plan) -> dict[int, list[float | None]]:
-    """Fidelity -> each member's quality there (``combined``), in panel order."""
+def loss_of(results: Sequence[tuple[str | None, dict[str, Any]]]) -> float | None:
+    """A member's held-out loss at one fidelity from its (status, metrics) per task:
+    ``metrics["loss"]`` of its one task. None with several tasks (the engine promotes by
+    held-out loss only when a run has one task, ``Evaluator.promoted``), when the training
+    is missing or failed, or when the loss is missing or not finite."""
+    if len(results) != 1:
+        return None
+    status, metrics = results[0]
+    loss = metrics.get("loss")
+    if status != "ok" or not isinstance(loss, int | float) or not math.isfinite(loss):
+        return None
+    return float(loss)
+
+
+def _per_fidelity(
+    plan: Plan, of: Callable[[Sequence[tuple[str | None, dict[str, Any]]]], float | None]
+) -> dict[int, list[float | None]]:
     return {
         f: [
-            combined([(p.status, p.metrics) for p in plan.points if p.member == i and p.steps == f])
+            of([(p.status, p.metrics) for p in plan.points if p.member == i and p.steps == f])
             for i in range(len(plan.members))
         ]
         for f in plan.ladder.fidelities
     }
 
 
+def qualities_of(plan: Plan) -> dict[int, list[float | None]]:
+    """Fidelity -> each member's quality there (``combined``), in panel order."""
+    return _per_fidelity(plan, combined)
+
+
+def losses_of(plan: Plan) -> dict[int, list[float | None]]:
+    """Fidelity -> each member's held-out loss there (``loss_of``), in panel order."""
+    return _per_fidelity(plan, loss_of)
+
+
 def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
     """The calibration's JSON-able summary: its settings, the panel (each member's quality
-    per fidelity) and the rows of ``rung_rows``."""
-    qualities = qualities_of(plan)
+    and held-out loss per fidelity) and the rows of ``rung_rows`` (with the loss rankings on
+    one task only)."""
+    qualities, losses = qualities_of(plan), losses_of(plan)
     missing = {
         f: len({p.member for p in plan.points if p.steps == f and p.status is None})
         for f in plan.ladder.fidelities
     }
-    rows = rung_rows(qualities, plan.ladder, plan.promote, plan.floor, resamples, missing)
+    ranked = losses if len(plan.tasks) == 1 else None
+    rows = rung_rows(qualities, plan.ladder, plan.promote, plan.floor, resamples, missing, ranked)
     panel = [
         {
             "name": m.name,
             "genome_id": m.genome.id,
             "params": m.params,
             "quality": {str(f): qualities[f][i] for f in plan.ladder.fidelities},
+            "loss": {str(f): losses[f][i] for f in plan.ladder.fidelities},
         }
         for i, m in enumerate(plan.members)
     ]
@@ -280,9 +313,11 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
     ladder = make_ladder(int(key["steps"]), tuple(key["rungs"]), int(key["target"]))
     promote, floor = float(run.config["promote"]), run.config.get("floor")
     qualities: dict[int, list[float | None]] = {f: [] for f in ladder.fidelities}
+    losses: dict[int, list[float | None]] = {f: [] for f in ladder.fidelities}
     panel, missing, absent = [], 0, dict.fromkeys(ladder.fidelities, 0)
     for entry in entries:
         quality: dict[str, float | None] = {}
+        loss: dict[str, float | None] = {}
         for f in ladder.fidelities:
             results = []
             for task, seed in entry["seeds"].items():
@@ -292,8 +327,13 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
             absent[f] += any(status is None for status, _ in results)
             quality[str(f)] = q = combined(results)
             qualities[f].append(q)
-        panel.append({k: entry[k] for k in ("name", "genome_id", "params")} | {"quality": quality})
-    rows = rung_rows(qualities, ladder, promote, floor, resamples, absent)
+            loss[str(f)] = v = loss_of(results)
+            losses[f].append(v)
+        panel.append(
+            {k: entry[k] for k in ("name", "genome_id", "params")} | {"quality": quality, "loss": loss}
+        )
+    one_task = len([t for t in str(key["task"]).split(",") if t.strip()]) == 1
+    rows = rung_rows(qualities, ladder, promote, floor, resamples, absent, losses if one_task else None)
     out = _document(run_id, key["task"], ladder, promote, floor, panel, rows)
     return out | {
         "presets": sum(e["name"].startswith("preset:") for e in entries),
@@ -334,6 +374,8 @@ __all__ = [
     "Point",
     "Recorder",
     "combined",
+    "loss_of",
+    "losses_of",
     "make_plan",
     "qualities_of",
     "stored_summary",

@@ -1,6 +1,8 @@
 """A calibration summary (``evolution.calibrate.study.summary`` or ``stored_summary``) as
 text lines: what `evolve calibrate` prints and `evolve report` shows for a calibration run.
-No torch, no store: it formats a plain document."""
+No torch, no store: it formats a plain document. A summary written before the rungs were
+ranked by held-out loss lacks ``loss_vs_full``/``loss_vs_target``: its table has no loss
+lines."""
 
 from __future__ import annotations
 
@@ -37,9 +39,19 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
+def _ranking(steps: str, by: str, f: dict[str, Any] | None, t: dict[str, Any] | None) -> str:
+    """One line of the ranking table: a rung ranked ``by`` its quality or its held-out loss."""
+    return (
+        f"{steps:>7} {by:<13} {'=' if f is None else f['n']:>3} {_corr(f, 'spearman'):<22} "
+        f"{_corr(f, 'kendall'):<22} {_recall(f):<11}  {'=' if t is None else t['n']:>3} "
+        f"{_corr(t, 'spearman'):<22} {_corr(t, 'kendall'):<22} {_recall(t):<11}"
+    ).rstrip()
+
+
 def calibration_lines(data: dict[str, Any]) -> list[str]:
-    """The settings line, the ranking table (per rung, against the full fidelity and the
-    target), the quality table (per fidelity) and a line per weak rung."""
+    """The settings line, the ranking table (per rung, by its quality and, below the full
+    fidelity, by its held-out loss, against the full fidelity's and the target's quality),
+    the quality table (per fidelity) and a line per weak ranking."""
     presets, n = data["presets"], len(data["panel"])
     k = max((r["vs_target"]["k"] for r in data["rows"] if r["vs_target"]), default=0)
     floor = data["floor"]
@@ -47,24 +59,29 @@ def calibration_lines(data: dict[str, Any]) -> list[str]:
         f"calibration {data['run_id']} on {data['task']}: {n} genomes ({presets} presets, {n - presets} "
         f"random, seed {data['seed']}), full fidelity {data['steps']:,} steps, target {data['target']:,}; "
         f"promotion of the best {100 * data['promote']:g}% (k = {k} of the panel)",
-        "ranking of the whole panel at each rung (ρ Spearman, τ Kendall, 95% bootstrap intervals; recall: "
-        "share of the true top k a promotion at the rung keeps, chance in brackets; n: members measured at "
-        "both; '=' the rung itself):",
+        "ranking of the whole panel at each rung against the quality of the full fidelity and of the "
+        "target (ρ Spearman, τ Kendall, 95% bootstrap intervals; recall: share of the true top k a "
+        "promotion at the rung keeps, chance in brackets; n: members measured at both; '=' the rung "
+        "itself):",
     ]
     head = (
-        f"{'steps':>7} {'n':>3} {'ρ vs full':<22} {'τ vs full':<22} {'recall':<11}  "
+        f"{'steps':>7} {'ranked by':<13} {'n':>3} {'ρ vs full':<22} {'τ vs full':<22} {'recall':<11}  "
         f"{'n':>3} {'ρ vs target':<22} {'τ vs target':<22} {'recall':<11}"
     )
     lines.append(head.rstrip())
+    by_loss = False
     for r in data["rows"]:
         if r["vs_target"] is None:
             continue
-        f, t = r["vs_full"], r["vs_target"]
-        lines.append(
-            f"{r['steps']:>7,} {'=' if f is None else f['n']:>3} {_corr(f, 'spearman'):<22} "
-            f"{_corr(f, 'kendall'):<22} {_recall(f):<11}  {t['n']:>3} {_corr(t, 'spearman'):<22} "
-            f"{_corr(t, 'kendall'):<22} {_recall(t):<11}".rstrip()
-        )
+        lines.append(_ranking(f"{r['steps']:,}", "quality", r["vs_full"], r["vs_target"]))
+        if r.get("loss_vs_full") is not None or r.get("loss_vs_target") is not None:
+            lines.append(_ranking("", "held-out loss", r.get("loss_vs_full"), r.get("loss_vs_target")))
+            by_loss = True
+    tasks = [t for t in str(data["task"]).split(",") if t.strip()]
+    if by_loss:
+        lines.append("held-out loss: the rung's loss, lowest first, as a search's first stage promotes")
+    elif len(tasks) > 1 and any("loss_vs_target" in r for r in data["rows"]):
+        lines.append("no held-out loss ranking: with several tasks a search promotes by quality")
     floor_text = "no floor" if floor is None else f"floor {floor:g}"
     lines.append(
         f"quality at each fidelity (chance 0, {floor_text}; over the members trained there; "
@@ -84,12 +101,17 @@ def calibration_lines(data: dict[str, Any]) -> list[str]:
         )
     lines.append("* the target")
     for r in data["rows"]:
-        for key, what in (("vs_full", "the full fidelity"), ("vs_target", "the target")):
-            c = r[key]
+        for key, by, what in (
+            ("vs_full", "quality", "the full fidelity"),
+            ("vs_target", "quality", "the target"),
+            ("loss_vs_full", "held-out loss", "the full fidelity"),
+            ("loss_vs_target", "held-out loss", "the target"),
+        ):
+            c = r.get(key)
             if c is not None and c["weak"]:
                 lines.append(
-                    f"warning: at {r['steps']:,} steps the panel's ranking barely predicts {what}'s "
-                    f"(ρ {c['spearman']:+.2f} < {WEAK})"
+                    f"warning: at {r['steps']:,} steps the panel's ranking by {by} barely predicts "
+                    f"{what}'s (ρ {c['spearman']:+.2f} < {WEAK})"
                 )
     if data.get("missing"):
         lines.append(f"{data['missing']} trainings not stored yet: the statistics cover the rest")

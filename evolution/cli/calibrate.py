@@ -37,9 +37,10 @@ def add_calibrate_command(sub: Any, common: argparse.ArgumentParser) -> None:
         description="Train the space's generation-0 presets and --random random genomes at each rung "
         "(--rungs, with --steps among them) and at --target; per rung print Spearman's and Kendall's "
         "correlation (95% bootstrap intervals) with the full fidelity and the target over the whole "
-        "panel, the top-k recall of promoting the best --promote fraction at that rung, and the "
-        "quality distribution. Recorded as a run in the store: a second invocation trains only "
-        "what is missing.",
+        "panel, the top-k recall of promoting the best --promote fraction at that rung, the same "
+        "for the rung's held-out loss below the full fidelity (a search's first stage promotes by it "
+        "on one task), and the quality distribution. Recorded as a run in the store: a second "
+        "invocation trains only what is missing.",
     )
     cal.add_argument(
         "--task",

@@ -1,13 +1,15 @@
 """`evolve calibrate` end to end on a tiny panel (two presets and two random genomes of the
 DOGMA space on mqar, real in-process trainings of 5, 10 and 20 steps; one slow test on Ray):
 a killed calibration resumes without retraining, `--json`, the printed table, the stored
-transfer rows and the summary `evolve report` reads back, and one-line refusals."""
+transfer rows and the summary `evolve report` reads back, and one-line refusals; the
+held-out loss of a member and the summary's loss rankings on hand-settled plans."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import math
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 from evaluation import EvalRequest, EvalResult
 from evaluation.protocol import OnResult
 from evaluation.table import InProcessPool
-from evolution.calibrate.study import KIND, stored_summary
+from evolution.calibrate.study import KIND, Plan, loss_of, make_plan, stored_summary, summary
 from evolution.calibrate.table import calibration_lines
 from evolution.cli import calibrate as calibrate_cli
 from evolution.cli.main import main
@@ -116,6 +118,9 @@ def test_a_calibration_resumes_without_retraining_and_reports_every_rung(
     assert sorted(rows) == [5, 10, 20]
     assert rows[5]["vs_full"]["n"] == 4 and rows[5]["vs_target"]["n"] == 4 and rows[10]["vs_full"] is None
     assert rows[5]["vs_target"]["k"] == 1 and rows[5]["vs_target"]["chance"] == 0.25
+    assert rows[5]["loss_vs_full"]["n"] == 4 and rows[5]["loss_vs_target"]["n"] == 4
+    assert rows[10]["loss_vs_full"] is None and rows[10]["loss_vs_target"] is None
+    assert all(isinstance(m["loss"]["5"], float) for m in data["panel"])
     for r in rows.values():
         q = r["quality"]
         assert q["n"] == 4 and q["min"] <= q["q1"] <= q["median"] <= q["q3"] <= q["max"]
@@ -126,8 +131,15 @@ def test_a_calibration_resumes_without_retraining_and_reports_every_rung(
         run = store.get_run(data["run_id"])
         assert run is not None and run.kind == KIND and run.status == "finished"
         transfer = {(t.lower_fidelity, t.higher_fidelity): t for t in store.transfer(data["run_id"])}
-        assert set(transfer) == {("rung@5", "full@10"), ("rung@5", "target@20"), ("rung@10", "target@20")}
+        assert set(transfer) == {
+            ("rung@5", "full@10"),
+            ("rung@5", "target@20"),
+            ("rung@10", "target@20"),
+            ("loss@5", "full@10"),
+            ("loss@5", "target@20"),
+        }
         assert transfer[("rung@5", "target@20")].spearman == rows[5]["vs_target"]["spearman"]
+        assert transfer[("loss@5", "target@20")].spearman == rows[5]["loss_vs_target"]["spearman"]
         stored = stored_summary(store, data["run_id"])
         assert stored is not None and stored["rows"] == data["rows"] and stored["panel"] == data["panel"]
         assert stored_summary(store, "nosuchrun") is None
@@ -137,7 +149,59 @@ def test_a_calibration_resumes_without_retraining_and_reports_every_rung(
     assert len(pools.made) == 2 and "4 of" not in err and f"{POINTS} of {POINTS} trainings stored" in err
     assert out.splitlines()[:-1] == calibration_lines({**data, "trained": 0})
     assert out.splitlines()[-1].startswith("0 trainings in")
-    assert count(db, "transfer") == 3  # replaced, not doubled
+    assert count(db, "transfer") == 5  # replaced, not doubled
+    code, out, err = evolve("report", "--run", data["run_id"], "--store", url)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines == calibration_lines(stored) and any(
+        line.split()[:2] == ["held-out", "loss"] for line in lines
+    )
+
+
+def test_a_members_loss_is_the_finite_loss_of_its_one_task() -> None:
+    assert loss_of([("ok", {"loss": 2.5, "accuracy": 0.1})]) == 2.5
+    assert loss_of([("ok", {"loss": 2.5}), ("ok", {"loss": 1.0})]) is None  # several tasks
+    cases: list[list[tuple[str | None, dict[str, Any]]]] = [
+        [("ok", {"accuracy": 0.1})],
+        [("ok", {"loss": math.nan})],
+        [("ok", {"loss": math.inf})],
+        [("failed", {"loss": 1.0})],
+        [(None, {})],
+        [],
+    ]
+    for results in cases:
+        assert loss_of(results) is None, results
+
+
+def _settled(task: str) -> Plan:
+    """A plan of four members whose quality rises with their index at every fidelity while
+    their loss rises with it too: the loss ranks them in reverse; member 3 has no loss at 5."""
+    plan = make_plan(task, 10, (5, 10), 20, 2, presets=2, max_params=100_000)
+    for p in plan.points:
+        metrics = {"quality": 0.1 * p.member + 0.001 * p.steps, "loss": 1.0 + p.member}
+        if p.member == 3 and p.steps == 5:
+            del metrics["loss"]
+        p.settle("ok", metrics, "trained")
+    return plan
+
+
+def test_the_summary_ranks_each_rung_by_loss_on_one_task_only() -> None:
+    data = summary(_settled("mqar"), resamples=200)
+    rows = {r["steps"]: r for r in data["rows"]}
+    assert rows[5]["vs_target"]["spearman"] == pytest.approx(1.0) and rows[5]["vs_target"]["recall"] == 1.0
+    loss = rows[5]["loss_vs_target"]
+    assert (
+        loss["n"] == 3 and loss["spearman"] == pytest.approx(-1.0) and loss["recall"] == 0.0 and loss["weak"]
+    )
+    assert rows[5]["loss_vs_full"]["spearman"] == pytest.approx(-1.0)
+    assert rows[10]["loss_vs_full"] is None and rows[10]["loss_vs_target"] is None
+    assert [m["loss"]["5"] for m in data["panel"]] == [1.0, 2.0, 3.0, None]
+    assert "held-out loss barely predicts the target's" in "\n".join(calibration_lines(data))
+    several = summary(_settled("mqar,selective_copying"), resamples=200)
+    assert all(r["loss_vs_full"] is None and r["loss_vs_target"] is None for r in several["rows"])
+    assert all(v is None for m in several["panel"] for v in m["loss"].values())
+    assert several["rows"][0]["vs_target"]["spearman"] == pytest.approx(1.0)
+    assert "no held-out loss ranking: with several tasks" in "\n".join(calibration_lines(several))
 
 
 def test_bad_input_is_one_line_before_anything_is_written(tmp_path: Path, pools: Pools) -> None:

@@ -1,8 +1,11 @@
 """The statistics of a calibration on constructed data with known answers: the promotion's
 top-k recall, the rank correlations over the panel, the quality distribution, the rows per
-rung and their transfer rows, the ladder's defaults and refusals, and the printed table."""
+rung (by quality and by held-out loss) and their transfer rows, the ladder's defaults and
+refusals, and the printed table (of a summary with and without the loss rankings)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -14,6 +17,7 @@ from evolution.calibrate.stats import (
     promotion_recall,
     promotion_size,
     rung_rows,
+    scores,
     top_k,
     transfer_rows,
 )
@@ -93,6 +97,51 @@ def test_rows_compare_each_rung_with_the_full_fidelity_and_the_target() -> None:
     assert names == [("rung@5", "full@10", 5), ("rung@5", "target@20", 6), ("rung@10", "target@20", 5)]
 
 
+def _losses() -> dict[int, list[float | None]]:
+    """Losses at the rung 5 whose order disagrees with the rung's quality (ascending there):
+    −loss ranks the members 1, 2, 3, 6, 5, 4 where the qualities at 10 and 20 rank them 1…6."""
+    return {5: [6.0, 5.0, 4.0, 1.0, 2.0, 3.0], 10: [0.5] * 6, 20: [0.4] * 6}
+
+
+def test_a_rung_ranked_by_held_out_loss_is_ranked_by_minus_loss() -> None:
+    assert scores([2.0, None, 0.5]) == [-2.0, None, -0.5]
+    ladder = make_ladder(10, (5,), 20)
+    qualities: dict[int, list[float | None]] = {
+        5: [0.5, 0.4, 0.3, 0.2, 0.1, 0.0],  # the reverse of the truth
+        10: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+        20: [0.2, 0.3, 0.4, 0.5, 0.6, 0.7],
+    }
+    rows = rung_rows(qualities, ladder, 0.25, None, resamples=200, losses=_losses())
+    five = rows[0]
+    for key in ("vs_full", "vs_target"):
+        assert (
+            five[key]["spearman"] == pytest.approx(-1.0) and five[key]["recall"] == 0.0 and five[key]["weak"]
+        )
+    # ρ = 1 − 6·Σd²/(n(n²−1)) = 1 − 6·8/210; the loss promotes members 3 and 4, the truth 4 and 5
+    for key in ("loss_vs_full", "loss_vs_target"):
+        c = five[key]
+        assert c["n"] == 6 and c["spearman"] == pytest.approx(1 - 48 / 210)
+        assert (c["k"], c["recall"], c["weak"]) == (2, 0.5, False) and c["spearman_low"] is not None
+    # at and above the full fidelity, and without losses, there is no loss ranking
+    assert all(r["loss_vs_full"] is None and r["loss_vs_target"] is None for r in rows[1:])
+    plain = rung_rows(qualities, ladder, 0.25, None, resamples=200)
+    assert all(r["loss_vs_full"] is None and r["loss_vs_target"] is None for r in plain)
+    # a member without a loss leaves the loss ranking only
+    missing = _losses() | {5: [6.0, 5.0, 4.0, 1.0, None, 3.0]}
+    partial = rung_rows(qualities, ladder, 0.25, None, resamples=200, losses=missing)[0]
+    assert partial["loss_vs_target"]["n"] == 5 and partial["vs_target"]["n"] == 6
+    names = [(t.lower_fidelity, t.higher_fidelity) for t in transfer_rows(rows, ladder)]
+    assert names == [
+        ("rung@5", "full@10"),
+        ("rung@5", "target@20"),
+        ("loss@5", "full@10"),
+        ("loss@5", "target@20"),
+        ("rung@10", "target@20"),
+    ]
+    loss_rows = [t for t in transfer_rows(rows, ladder) if t.lower_fidelity == "loss@5"]
+    assert loss_rows[1].spearman == five["loss_vs_target"]["spearman"] and loss_rows[1].n == 6
+
+
 def test_the_ladder_holds_the_full_fidelity_and_refuses_a_low_target() -> None:
     assert default_rungs(300) == (60, 150, 300) and default_rungs(100) == (50, 60, 100)
     assert default_rungs(1) == (1,)
@@ -108,12 +157,9 @@ def test_the_ladder_holds_the_full_fidelity_and_refuses_a_low_target() -> None:
             make_ladder(steps, rungs, target)
 
 
-def test_the_table_shows_every_rung_and_warns_of_a_weak_one() -> None:
-    ladder = make_ladder(10, (5,), 20)
-    rows = rung_rows(_qualities(), ladder, 0.25, 0.05, resamples=200)
-    data = {
+def _document(rows: list[dict[str, Any]], task: str = "mqar") -> dict[str, Any]:
+    return {
         "run_id": "abc",
-        "task": "mqar",
         "steps": 10,
         "target": 20,
         "promote": 0.25,
@@ -123,14 +169,51 @@ def test_the_table_shows_every_rung_and_warns_of_a_weak_one() -> None:
         "panel": [{}] * 6,
         "rows": rows,
         "missing": 1,
+        "task": task,
     }
-    lines = calibration_lines(data)
+
+
+def test_the_table_shows_every_rung_and_warns_of_a_weak_one() -> None:
+    ladder = make_ladder(10, (5,), 20)
+    rows = rung_rows(_qualities(), ladder, 0.25, 0.05, resamples=200)
+    lines = calibration_lines(_document(rows))
     text = "\n".join(lines)
     assert "6 genomes (2 presets, 4 random" in lines[0] and "k = 2 of the panel" in lines[0]
     ranking = [line for line in lines if line.lstrip().startswith(("5 ", "10 "))]
-    assert ranking[0].split()[:3] == ["5", "5", f"{rows[0]['vs_full']['spearman']:+.2f}"]
-    assert ranking[0].split()[6:8] == ["6", f"{rows[0]['vs_target']['spearman']:+.2f}"]
+    assert ranking[0].split()[:4] == ["5", "quality", "5", f"{rows[0]['vs_full']['spearman']:+.2f}"]
+    assert ranking[0].split()[7:9] == ["6", f"{rows[0]['vs_target']['spearman']:+.2f}"]
     assert "1.00 (0.40)" in ranking[1]  # rung 10 against the target: recall 1 of k = 2 over n = 5
     assert "    20*   6      0" in text and "83%" in text  # the target's row; ≤ chance at 5 steps
     assert ("warning: at 5 steps" in text) == rows[0]["vs_target"]["weak"]
     assert "1 trainings not stored yet" in text
+
+
+def _loss_lines(lines: list[str]) -> int:
+    return sum(line.split()[:2] == ["held-out", "loss"] for line in lines)
+
+
+def test_the_table_shows_the_held_out_loss_ranking_under_each_rung_below_the_full_fidelity() -> None:
+    ladder = make_ladder(10, (5,), 20)
+    # the loss rises with the target's quality: its ranking is the reverse of the truth
+    losses: dict[int, list[float | None]] = {5: [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 10: [1.0] * 6, 20: [1.0] * 6}
+    rows = rung_rows(_qualities(), ladder, 0.25, 0.05, resamples=200, losses=losses)
+    assert rows[0]["loss_vs_target"]["spearman"] == pytest.approx(-1.0)
+    lines = calibration_lines(_document(rows))
+    text = "\n".join(lines)
+    head = next(i for i, line in enumerate(lines) if "ranked by" in line)
+    assert lines[head + 1].split()[:2] == ["5", "quality"]
+    loss = lines[head + 2].split()
+    assert loss[:4] == ["held-out", "loss", "5", "-1.00"]  # against the full fidelity: n = 5
+    assert loss[7:9] == ["6", "-1.00"] and "0.00 (0.33)" in lines[head + 2]
+    assert lines[head + 3].split()[:2] == ["10", "quality"] and _loss_lines(lines) == 1
+    assert "held-out loss: the rung's loss, lowest first" in text
+    assert "at 5 steps the panel's ranking by held-out loss barely predicts the target's (ρ -1.00" in text
+    # an old summary, written before the loss rankings: the same table without their lines
+    old = [{k: v for k, v in r.items() if not k.startswith("loss_")} for r in rows]
+    old_lines = calibration_lines(_document(old))
+    assert "held-out" not in "\n".join(old_lines)
+    assert old_lines == [line for line in lines if "held-out loss" not in line]
+    # several tasks: no loss ranking, and the table says why
+    several = rung_rows(_qualities(), ladder, 0.25, 0.05, resamples=200)
+    lines = calibration_lines(_document(several, task="mqar,copying"))
+    assert "no held-out loss ranking: with several tasks" in "\n".join(lines) and _loss_lines(lines) == 0
