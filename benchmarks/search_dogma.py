@@ -95,7 +95,22 @@ from evolution.strategies import STRATEGIES  # noqa: E402
 from store import Store  # noqa: E402
 
 MAIN_ARMS = ("default", "random", "optuna")  # >= 10 seeds by default
-ALL_ARMS = ("default", "random", "optuna", "sha", "aging", "local", "nsga2", "single", "by-quality")
+ALL_ARMS = (
+    "default",
+    "random",
+    "optuna",
+    "sha",
+    "aging",
+    "local",
+    "nsga2",
+    "single",
+    "by-quality",
+    "immigrants",
+    "screen",
+    "no-surrogate",
+    "incumbent",
+)
+IMMIGRANTS = 0.5  # the `immigrants` arm's share of random samples in each bred generation
 TUNE_SEED0 = 1000
 RETRAIN_SEEDS = 3
 STALL = 5  # generations in a row that trained nothing: the run is over
@@ -120,6 +135,14 @@ def arm_overrides(arm: str, steps: int) -> dict[str, Any] | None:
         return {"min_steps": 0}
     if arm == "by-quality":  # the default before its first stage promoted by held-out loss
         return {"min_steps": first, "promote_by": "quality"}
+    if arm == "immigrants":  # the default with a share of random samples screened beside its children
+        return {"min_steps": first, "immigrants": IMMIGRANTS}
+    if arm == "screen":  # the default promoting half as many: more screened per full training
+        return {"min_steps": first, "promote": d.promote / 2}
+    if arm == "no-surrogate":  # the default without its surrogate: the bred children as drawn
+        return {"min_steps": first, "surrogate": 1}
+    if arm == "incumbent":  # the default breeding around the incumbent alone (`--parents 1`)
+        return {"min_steps": first, "parents": 1}
     return None
 
 

@@ -197,7 +197,11 @@ def test_local_search_breeds_from_the_best_few_evenly() -> None:
     population = make([(0.2, 1e3), (0.6, 9e4), (0.6, 1e4), (0.4, 5e3), (0.1, 1e3)])
     strategy = make_strategy("local")  # parents=3 by default
     assert isinstance(strategy, LocalSearch)
-    assert strategy.parents == PARENTS == RunConfig().parents == 3
+    assert strategy.parents == PARENTS == 3
+    # the run's default: 3 without a first stage (NAS-Bench-201 has none), the incumbent
+    # alone with one; an explicit --parents always wins
+    assert RunConfig(space="nb201", task="cifar10").parents == RunConfig(min_steps=0).parents == 3
+    assert RunConfig().parents == 1 and RunConfig(parents=3).parents == 3
     strategy.prepare(population)
     assert strategy.breeds
     counts = Counter(id(p) for p in strategy.mates(population, 3000, random.Random(0)))
