@@ -105,12 +105,10 @@ ALL_ARMS = (
     "nsga2",
     "single",
     "by-quality",
-    "immigrants",
     "screen",
     "no-surrogate",
     "incumbent",
 )
-IMMIGRANTS = 0.5  # the `immigrants` arm's share of random samples in each bred generation
 TUNE_SEED0 = 1000
 RETRAIN_SEEDS = 3
 STALL = 5  # generations in a row that trained nothing: the run is over
@@ -135,8 +133,6 @@ def arm_overrides(arm: str, steps: int) -> dict[str, Any] | None:
         return {"min_steps": 0}
     if arm == "by-quality":  # the default before its first stage promoted by held-out loss
         return {"min_steps": first, "promote_by": "quality"}
-    if arm == "immigrants":  # the default with a share of random samples screened beside its children
-        return {"min_steps": first, "immigrants": IMMIGRANTS}
     if arm == "screen":  # the default promoting half as many: more screened per full training
         return {"min_steps": first, "promote": d.promote / 2}
     if arm == "no-surrogate":  # the default without its surrogate: the bred children as drawn

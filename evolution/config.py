@@ -217,13 +217,6 @@ class RunConfig:
         default=1, metadata=cli("train each surviving child under this many seeds, select on the mean (1)")
     )
     explore: float = field(default=0.25, metadata=cli("surrogate: share of children drawn at random (0.25)"))
-    immigrants: float = field(  # `Engine._offspring`
-        default=0.0,
-        metadata=cli(
-            "share of each bred generation's children that are fresh random samples of the space, "
-            "screened by the first stage with the bred ones (0)"
-        ),
-    )
     quality_floor: float | None = field(
         default=QUALITY_FLOOR,
         metadata=cli(
@@ -344,8 +337,6 @@ class RunConfig:
             raise ValueError("surrogate must be at least 1 (1: off)")
         if not 0.0 <= self.explore <= 1.0:
             raise ValueError("explore must lie in [0, 1]")
-        if not 0.0 <= self.immigrants <= 1.0:
-            raise ValueError("immigrants must lie in [0, 1]")
         if not 0.0 < self.promote <= 1.0:
             raise ValueError("promote must lie in (0, 1]")
         if self.promote_by not in PROMOTE_BY:
@@ -493,7 +484,6 @@ class RunConfig:
         known.setdefault("population", DEFAULT_POPULATION)
         known.setdefault("parents", 1)  # local search bred from the incumbent alone before
         known.setdefault("promote_by", "quality")  # the first stage promoted by quality before
-        known.setdefault("immigrants", 0.0)  # bred generations were all bred before
         return cls(**known)
 
 

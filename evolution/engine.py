@@ -306,13 +306,12 @@ class Engine:
         for the places breeding could not fill with unseen genomes."""
         self.strategy.prepare(parents)  # a strategy may decide from the population whether it breeds
         k = self.config.surrogate if self.strategy.breeds else 1
-        bred = n - round(self.config.immigrants * n)  # the rest: random samples (`config.immigrants`)
-        births = self._breed(parents, rng, report, bred * k)
+        births = self._breed(parents, rng, report, n * k)
         if k > 1:
             report.bred = len(births)
             chosen, self._predicted = assisted.choose(
                 [b[0] for b in births],
-                bred,
+                n,
                 space=self.space,
                 store=self.store,
                 task=self.config.task,

@@ -69,23 +69,6 @@ def test_children_that_cannot_be_new_are_replaced_by_immigrants(store, monkeypat
     assert engine.spent == 30
 
 
-@pytest.mark.parametrize("surrogate", [1, 4])
-def test_an_immigrant_share_replaces_that_many_bred_children_by_random_samples(store, surrogate):
-    engine = nb_run(store, generations=2, batch=10, immigrants=0.3, strategy="local", surrogate=surrogate)
-    assert [r.immigrants for r in engine.reports] == [0, 3, 3]
-    children = [c for c in store.individuals(engine.run_id) if c.generation > 0]
-    assert sum(not c.parents for c in children) == 6  # samples: no parents, no operator
-    assert sum(bool(c.parents) for c in children) == 14
-
-
-def test_a_stored_run_without_immigrants_resumes_breeding_every_child():
-    stored = RunConfig(immigrants=0.5).to_dict()
-    del stored["immigrants"]
-    assert RunConfig.from_dict(stored).immigrants == 0.0
-    with pytest.raises(ValueError, match="immigrants"):
-        RunConfig(immigrants=1.5)
-
-
 def test_without_a_budget_the_run_stops_after_its_generations_and_says_so(store):
     engine = nb_run(store, generations=2)
     assert len(engine.reports) == 3
