@@ -38,7 +38,9 @@ def test_default_arm_is_runconfig_with_only_the_protocol_set() -> None:
     assert c == RunConfig(**protocol)  # nothing else set: RunConfig's own defaults and rules
     d = RunConfig()
     changed = {k for k in d.to_dict() if d.to_dict()[k] != c.to_dict()[k]}
-    assert changed <= {*protocol, "population"}  # population: a tenth of the budget, by rule
+    # by rule: population a tenth of the budget; parents 3 without a first stage (DOGMA's 1)
+    assert changed <= {*protocol, "population", "parents"}
+    assert c.parents == 3
     assert (c.strategy, c.objectives, c.surrogate) == (d.strategy, d.objectives, d.surrogate)
     assert c.population == budget_population(100) == 10
     assert bench.engine_config("mo-nsga2", "cifar10", 100, 3, {}).objectives == ("quality", "params")
