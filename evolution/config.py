@@ -41,7 +41,7 @@ AUTO_STRATEGY: str = typing.cast(str, None)  # `default_strategy(objectives)`
 SINGLE_OBJECTIVE_STRATEGY = "local"  # won NAS-Bench-201 on the tuning seeds (docs/results.md)
 AUTO_SURROGATE: int = typing.cast(int, None)  # `default_surrogate(objectives)`
 SINGLE_OBJECTIVE_SURROGATE = 10  # children bred per one trained, under quality alone
-AUTO_PARENTS: int = typing.cast(int, None)  # `default_parents(first_fidelity, space)`
+AUTO_PARENTS: int = typing.cast(int, None)  # `default_parents(multi_fidelity)`
 # The bounds of every size a run is given, (least, most); most None: no upper bound. The
 # maxima lie far beyond any run this program can carry out, and refuse a mistyped value
 # before it exhausts the machine (`RunConfig._check_bounds`; fields absent are skipped).
@@ -351,7 +351,7 @@ class RunConfig:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {tuple(STRATEGIES)}, not {self.strategy!r}")
         if self.parents is AUTO_PARENTS:
-            object.__setattr__(self, "parents", default_parents(self.first_fidelity, self.space))
+            object.__setattr__(self, "parents", default_parents(self.multi_fidelity))
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {self.precision!r}")
         if self.seed_policy not in ("genome", "run"):
@@ -450,6 +450,12 @@ class RunConfig:
         return self.min_steps if self.min_steps and self.min_steps < self.steps else None
 
     @property
+    def multi_fidelity(self) -> bool:
+        """Whether children are screened by a first stage: one is set and the space can use it
+        (NAS-Bench-201's table is read at one fidelity)."""
+        return self.first_fidelity is not None and SPACES[self.space].supports_multi_fidelity
+
+    @property
     def tasks(self) -> list[str]:
         return [t.strip() for t in self.task.split(",") if t.strip()]
 
@@ -493,7 +499,7 @@ def default_strategy(objectives: tuple[str, ...]) -> str:
     return SINGLE_OBJECTIVE_STRATEGY if len(objectives) == 1 else "nsga2"
 
 
-def default_parents(first_fidelity: int | None, space: str) -> int:
+def default_parents(multi_fidelity: bool) -> int:
     """Local search's default breeders: the incumbent alone when the run has a first stage
     the space can use, else the best `PARENTS`. The first stage promotes by held-out loss,
     and early losses compare neighbours of one genome but not lineages: on the DOGMA
@@ -502,7 +508,7 @@ def default_parents(first_fidelity: int | None, space: str) -> int:
     took the full trainings, while among 40 neighbours of the GPT-2-style seed the two of
     lowest 60-step loss were the two best at 300 steps (docs/results.md). NAS-Bench-201 has
     no first stage, and there three parents beat one."""
-    return 1 if first_fidelity is not None and SPACES[space].supports_multi_fidelity else PARENTS
+    return 1 if multi_fidelity else PARENTS
 
 
 def default_surrogate(objectives: tuple[str, ...]) -> int:

@@ -220,7 +220,7 @@ class Evaluator:
                 self.filter_out(c, reason)
                 report.filtered += 1
         todo = [c for c in children if not c.fitness.valid]
-        if cfg.first_fidelity is None or not self.space.supports_multi_fidelity:
+        if not cfg.multi_fidelity:
             self._evaluate_at(todo, pool, report, final=True)
         else:
             self._evaluate_at(todo, pool, report, final=False)

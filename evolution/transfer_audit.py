@@ -62,7 +62,7 @@ class TransferAudit:
     @classmethod
     def of(cls, config: RunConfig, space: SearchSpace) -> TransferAudit | None:
         """The audit of a run, None when it evaluates at one fidelity only."""
-        if config.first_fidelity is None or not space.supports_multi_fidelity:
+        if not config.multi_fidelity:
             return None
         return cls(config.task, config.first_fidelity, space.full_fidelity(config.steps))
 

@@ -192,7 +192,7 @@ def collect(store: Store, run_id: str) -> ReportData:
     space = SPACES[config.space].from_config(config)
     evaluator = Evaluator(config, space, store, run_id, lambda kind, data: None)
     cls = individual_class(len(config.objectives))
-    multi_fidelity = config.first_fidelity is not None and space.supports_multi_fidelity
+    multi_fidelity = config.multi_fidelity
 
     def low_fidelity(record: IndividualRecord) -> int:
         if config.budget != "flops":  # every genome's first stage is min_steps
