@@ -62,9 +62,10 @@ class TransferAudit:
     @classmethod
     def of(cls, config: RunConfig, space: SearchSpace) -> TransferAudit | None:
         """The audit of a run, None when it evaluates at one fidelity only."""
-        if not config.multi_fidelity:
+        lower = config.first_fidelity
+        if lower is None or not config.multi_fidelity:
             return None
-        return cls(config.task, config.first_fidelity, space.full_fidelity(config.steps))
+        return cls(config.task, lower, space.full_fidelity(config.steps))
 
     def load(self, records: Iterable[IndividualRecord]) -> None:
         """The pairs of the stored births (resume), in birth order."""

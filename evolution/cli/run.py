@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from evolution.cli.interrupt import CtrlC
 from evolution.cli.output import emit_json, err, out
 from evolution.cli.tasks import import_stored_plugins, import_stored_tasks, say_imported, say_plugins
 from evolution.config import RunConfig, cli_fields, switch
@@ -76,15 +77,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         say_plugins(search.config.plugin_code)  # and a user's block kinds
     store = search.store
     progress = RunProgress(enabled=not args.quiet)
-    search.on_event = progress.on_event
+    ctrl_c = CtrlC()
+    on_event = progress.on_event
     if args.report:  # the HTML report, rewritten after committed generations
         from evolution.report.html import live_report  # plotly (and torch): only --report draws
 
-        search.on_event = live_report(store, search.run_id, args.report, progress.on_event)
+        on_event = live_report(store, search.run_id, args.report, progress.on_event)
+
+    def checked(kind: str, data: dict[str, Any]) -> None:  # a Ctrl-C a finaliser swallowed
+        ctrl_c.check()
+        on_event(kind, data)
+
+    search.on_event = checked
     if progress.enabled:
         search.on_ladder_point = ladder_point_printer(progress.console, progress.t0)
     interrupted = False
-    with progress:
+    with progress, ctrl_c:
         progress.start(search.run_id, RunConfig.from_dict({**search.run.config, **search.overrides}))
         try:
             search.optimize()
