@@ -15,7 +15,7 @@ from evolution.scale.search_ladder import run_ladder
 from genome import Genome
 from store import IndividualIn, Store, by_slot
 
-KINDS = ("attention", "mamba", "gru", "retention", "linear_attention", "conv", "rglru", "mla")
+KINDS = ("attention", "mamba2", "gru", "retention", "linear_attention", "conv", "s4", "mla")  # fast on CPU
 
 
 def _genome(kind: str) -> Genome:
