@@ -19,7 +19,9 @@ Protocol (every number the table prints comes from this one script):
   `nsga2` (the previous default: NSGA-II's loop on quality, no surrogate), `single` (the
   default at a single fidelity: every trained child in full), `by-quality` (the default
   with its first stage promoted by quality, as before `promote_by`), `screen` (the default
-  promoting half as many), `no-surrogate` (the default with `surrogate` 1), `incumbent`
+  promoting half as many), `no-surrogate` (`surrogate` 1: the default since
+  `default_surrogate` turns the forest off with a first stage), `surrogate` (the default
+  before that: `surrogate` 10), `incumbent`
   (the default with `parents` 1; the default itself since `default_parents`),
   `three-parents` (the default before that: `parents` 3),
   `optuna` (its default TPE sampler over a define-by-run parametrisation of the space,
@@ -110,6 +112,7 @@ ALL_ARMS = (
     "by-quality",
     "screen",
     "no-surrogate",
+    "surrogate",
     "incumbent",
     "three-parents",
 )
@@ -139,8 +142,10 @@ def arm_overrides(arm: str, steps: int) -> dict[str, Any] | None:
         return {"min_steps": first, "promote_by": "quality"}
     if arm == "screen":  # the default promoting half as many: more screened per full training
         return {"min_steps": first, "promote": d.promote / 2}
-    if arm == "no-surrogate":  # the default without its surrogate: the bred children as drawn
-        return {"min_steps": first, "surrogate": 1}
+    if arm == "no-surrogate":  # the bred children as drawn (the default since `default_surrogate`
+        return {"min_steps": first, "surrogate": 1}  # weighs the first stage)
+    if arm == "surrogate":  # the default before that: 10 bred a trained child, the forest picks
+        return {"min_steps": first, "surrogate": 10}
     if arm == "incumbent":  # the default breeding around the incumbent alone (`--parents 1`)
         return {"min_steps": first, "parents": 1}
     if arm == "three-parents":  # the default before `default_parents`: around the best three
@@ -228,6 +233,19 @@ def paths(out: Path, arm: str, seed: int) -> tuple[Path, Path]:
     return out / f"{arm}-seed{seed}.db", out / f"{arm}-seed{seed}.json"
 
 
+def check_settings(store: Store, run_id: str, config: RunConfig, side: Path) -> None:
+    """Refuse a stored run whose settings differ from the arm's now (a default changed since
+    it ran): its result would be reported under the wrong arm. Settings only one side knows
+    (added or retired since) are not compared."""
+    record = store.get_run(run_id)
+    stored = record.config if record is not None else {}
+    now = config.to_dict()
+    differ = sorted(k for k in stored.keys() & now.keys() if stored[k] != now[k])
+    if differ:
+        shown = ", ".join(f"{k} {stored[k]!r} -> {now[k]!r}" for k in differ)
+        raise ValueError(f"{side.with_suffix('.db')} holds a run of other settings ({shown}): move it away")
+
+
 def run_one(job: tuple[str, int, dict[str, Any], float, str]) -> dict[str, Any]:
     """One (arm, seed): search to the budget (skipped when finished), then its incumbent
     re-trained under fresh seeds (skipped when already done for that genome)."""
@@ -241,6 +259,8 @@ def run_one(job: tuple[str, int, dict[str, Any], float, str]) -> dict[str, Any]:
     pool = InProcessPool()
     start = time.perf_counter()
     with Store(f"sqlite:///{db}") as store:
+        if done.get("run_id"):
+            check_settings(store, done["run_id"], config, side)
         if not (done.get("budget") == budget and done.get("searched")):
             runs = store.list_runs("search")
             if arm == "optuna":

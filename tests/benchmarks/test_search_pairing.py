@@ -19,7 +19,14 @@ import pytest
 from scipy import stats
 
 from benchmarks import search_flops, search_stats
-from benchmarks.search_dogma import arm_config, collect, drive_engine, retrain_seeds, run_one
+from benchmarks.search_dogma import (
+    arm_config,
+    check_settings,
+    collect,
+    drive_engine,
+    retrain_seeds,
+    run_one,
+)
 from evaluation import EvalRequest, EvalResult
 from store import Store
 
@@ -155,6 +162,16 @@ def test_flop_budget_stops_the_run_at_the_budget(tmp_path: Path) -> None:
         pool = FakePool()
         drive_engine(config, store, pool, budget)
         assert pool.requests == []
+
+
+def test_a_stored_run_of_other_settings_is_refused_not_reported(tmp_path: Path) -> None:
+    """A default changed since a run was stored: the benchmark must not report the old run
+    under the arm's name (the surrogate's default changed this way)."""
+    with open_store(tmp_path / "run.db") as store:
+        run_id = drive_engine(arm_config("surrogate", 1, SHARED), store, FakePool(), budget=1)
+        check_settings(store, run_id, arm_config("surrogate", 1, SHARED), tmp_path / "run.json")
+        with pytest.raises(ValueError, match=r"surrogate 10 -> 1\): move it away"):
+            check_settings(store, run_id, arm_config("default", 1, SHARED), tmp_path / "run.json")
 
 
 def test_multi_fidelity_curve_counts_only_full_results(tmp_path: Path) -> None:

@@ -75,7 +75,12 @@ def test_the_default_objectives_are_quality_alone_and_stored_runs_keep_theirs() 
     assert RunConfig().objectives == DEFAULT_OBJECTIVES == ("quality",)
     assert make_strategy(RunConfig().strategy).name == "local"  # under quality alone
     assert RunConfig(objectives=("quality", "params")).strategy == "nsga2"  # several: NSGA-II
-    assert (RunConfig().surrogate, RunConfig(objectives=("quality", "params")).surrogate) == (10, 1)
+    # the surrogate: on where the space is read at one fidelity, off with a first stage or
+    # several objectives (DOGMA's default run has a first stage)
+    assert (RunConfig().surrogate, RunConfig(objectives=("quality", "params")).surrogate) == (1, 1)
+    assert RunConfig(space="nb201", task="cifar10").surrogate == 10
+    assert RunConfig(min_steps=0).surrogate == 10  # DOGMA without a first stage
+    assert RunConfig(surrogate=4).surrogate == 4  # given: kept
     assert (RunConfig().population, RunConfig(max_evaluations=100).population) == (64, 10)
     assert RunConfig(max_evaluations=100, population=30).population == 30  # given: kept
     for typed in ({"population": 0}, {"surrogate": 0}, {"strategy": "auto"}):  # none means "the default"
