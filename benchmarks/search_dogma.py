@@ -117,6 +117,7 @@ ALL_ARMS = (
     "three-parents",
 )
 TUNE_SEED0 = 1000
+BREEDING_ONLY = ("surrogate", "explore", "parents", "sample_size")  # settings of bred children
 RETRAIN_SEEDS = 3
 STALL = 5  # generations in a row that trained nothing: the run is over
 
@@ -240,7 +241,8 @@ def check_settings(store: Store, run_id: str, config: RunConfig, side: Path) -> 
     record = store.get_run(run_id)
     stored = record.config if record is not None else {}
     now = config.to_dict()
-    differ = sorted(k for k in stored.keys() & now.keys() if stored[k] != now[k])
+    moot = BREEDING_ONLY if config.strategy == "random" else ()  # random search breeds nothing
+    differ = sorted(k for k in stored.keys() & now.keys() - set(moot) if stored[k] != now[k])
     if differ:
         shown = ", ".join(f"{k} {stored[k]!r} -> {now[k]!r}" for k in differ)
         raise ValueError(f"{side.with_suffix('.db')} holds a run of other settings ({shown}): move it away")

@@ -7,6 +7,7 @@ quality is a fixed function of the genome id and its training FLOPs are
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -172,6 +173,10 @@ def test_a_stored_run_of_other_settings_is_refused_not_reported(tmp_path: Path) 
         check_settings(store, run_id, arm_config("surrogate", 1, SHARED), tmp_path / "run.json")
         with pytest.raises(ValueError, match=r"surrogate 10 -> 1\): move it away"):
             check_settings(store, run_id, arm_config("default", 1, SHARED), tmp_path / "run.json")
+    with open_store(tmp_path / "sha.db") as store:  # random search breeds nothing: the surrogate is moot
+        sha = arm_config("sha", 1, SHARED)
+        run_id = drive_engine(dataclasses.replace(sha, surrogate=10), store, FakePool(), budget=1)
+        check_settings(store, run_id, sha, tmp_path / "sha.json")
 
 
 def test_multi_fidelity_curve_counts_only_full_results(tmp_path: Path) -> None:
