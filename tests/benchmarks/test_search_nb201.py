@@ -38,10 +38,11 @@ def test_default_arm_is_runconfig_with_only_the_protocol_set() -> None:
     assert c == RunConfig(**protocol)  # nothing else set: RunConfig's own defaults and rules
     d = RunConfig()
     changed = {k for k in d.to_dict() if d.to_dict()[k] != c.to_dict()[k]}
-    # by rule: population a tenth of the budget; parents 3 without a first stage (DOGMA's 1)
-    assert changed <= {*protocol, "population", "parents"}
-    assert c.parents == 3
-    assert (c.strategy, c.objectives, c.surrogate) == (d.strategy, d.objectives, d.surrogate)
+    # by rule: population a tenth of the budget; without a first stage parents 3 and the
+    # surrogate on (DOGMA's default has one: parents 1, no surrogate)
+    assert changed <= {*protocol, "population", "parents", "surrogate"}
+    assert (c.parents, c.surrogate) == (3, 10)
+    assert (c.strategy, c.objectives) == (d.strategy, d.objectives)
     assert c.population == budget_population(100) == 10
     assert bench.engine_config("mo-nsga2", "cifar10", 100, 3, {}).objectives == ("quality", "params")
     assert bench.engine_config("aging", "cifar10", 100, 3, {}).strategy == "aging"
