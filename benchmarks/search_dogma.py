@@ -38,6 +38,10 @@ Protocol (every number the table prints comes from this one script):
   budget) is trained again under 3 fresh seeds (`derive_seed("retrain", seed, genome, k)`,
   checked against every seed the run used) at the full fidelity; its score is their
   mean. The search's own observation is shown beside it (the winner's curse).
+- **Curves**: best-so-far quality against cumulative training FLOPs, twice: as observed
+  (every full result, `--points` levels) and re-trained (the incumbent within each of
+  `--retrain-points` evenly spaced budgets, the last the budget itself, re-trained as
+  above; `benchmarks.search_retrain`, each genome once per run).
 - **Baselines**: Llama-style, GPT-2-style, Mamba and Jamba-style, each at the largest width
   and depth under the parameter budget, a 3-point learning-rate sweep (0.5x, 1x, 2x the
   width rule) on the sweep seed, the sweep's best re-trained under 3 fresh seeds; one with
@@ -86,15 +90,19 @@ import torch  # noqa: E402
 
 from benchmarks import search_flops, search_stats  # noqa: E402
 from benchmarks.search_baselines import BASELINES, run_baselines  # noqa: E402
-from evaluation import EvalRequest  # noqa: E402
+from benchmarks.search_retrain import (  # noqa: E402
+    known_retrains,
+    retrain,
+    retrain_incumbents,
+    retrain_seeds,
+    retrained_curve,
+)
 from evaluation.budget import training_flops  # noqa: E402
-from evaluation.precision import pool_precision  # noqa: E402
 from evaluation.protocol import Pool  # noqa: E402
 from evaluation.table import InProcessPool  # noqa: E402
 from evaluation.tasks import derive_seed, get_task  # noqa: E402
 from evolution.config import RunConfig  # noqa: E402
 from evolution.engine import Engine  # noqa: E402
-from evolution.objectives import quality_of  # noqa: E402
 from evolution.spaces.registry import SPACES  # noqa: E402
 from evolution.strategies import STRATEGIES  # noqa: E402
 from store import Store  # noqa: E402
@@ -118,7 +126,6 @@ ALL_ARMS = (
 )
 TUNE_SEED0 = 1000
 BREEDING_ONLY = ("surrogate", "explore", "parents", "sample_size")  # settings of bred children
-RETRAIN_SEEDS = 3
 STALL = 5  # generations in a row that trained nothing: the run is over
 
 
@@ -201,35 +208,6 @@ def drive_engine(config: RunConfig, store: Store, pool: Pool, budget: float) -> 
     return run_id
 
 
-def retrain_seeds(seed: int, genome_id: str, used: set[int], k: int = RETRAIN_SEEDS) -> list[int]:
-    """`k` training seeds for re-training an incumbent, none of them in `used`."""
-    out: list[int] = []
-    n = 0
-    while len(out) < k:
-        s = derive_seed("retrain", seed, genome_id, n)
-        n += 1
-        if s not in used and s not in out:
-            out.append(s)
-    return out
-
-
-def retrain(yaml: str, genome_id: str, config: RunConfig, seeds: list[int], pool: Pool) -> list[float]:
-    """Qualities of the genome trained at the full fidelity under `seeds` (0 for a failure)."""
-    requests = [
-        EvalRequest(
-            genome_yaml=yaml,
-            genome_id=genome_id,
-            task=config.task,
-            fidelity=config.steps,
-            seed=s,
-            timeout_s=config.timeout_s,
-            precision=pool_precision(config.precision, pool),
-        )
-        for s in seeds
-    ]
-    return [quality_of(r.metrics) if r.status == "ok" else 0.0 for r in pool.evaluate(requests)]
-
-
 def paths(out: Path, arm: str, seed: int) -> tuple[Path, Path]:
     return out / f"{arm}-seed{seed}.db", out / f"{arm}-seed{seed}.json"
 
@@ -248,10 +226,11 @@ def check_settings(store: Store, run_id: str, config: RunConfig, side: Path) -> 
         raise ValueError(f"{side.with_suffix('.db')} holds a run of other settings ({shown}): move it away")
 
 
-def run_one(job: tuple[str, int, dict[str, Any], float, str]) -> dict[str, Any]:
-    """One (arm, seed): search to the budget (skipped when finished), then its incumbent
-    re-trained under fresh seeds (skipped when already done for that genome)."""
-    arm, seed, shared, budget, out_dir = job
+def run_one(job: tuple[str, int, dict[str, Any], float, str, int]) -> dict[str, Any]:
+    """One (arm, seed): search to the budget (skipped when finished), then its incumbents at
+    `points` FLOP levels (the last is the budget) re-trained under fresh seeds (each genome
+    once: skipped when already done)."""
+    arm, seed, shared, budget, out_dir, points = job
     torch.set_num_threads(1)
     db, side = paths(Path(out_dir), arm, seed)
     done = json.loads(side.read_text()) if side.exists() else {}
@@ -275,18 +254,31 @@ def run_one(job: tuple[str, int, dict[str, Any], float, str]) -> dict[str, Any]:
             done["run_id"] = run_id
             side.write_text(json.dumps(done, indent=1))
         run_id = done["run_id"]
-        best = search_flops.incumbent(search_flops.rows(store, run_id, config), budget)
+        run_rows = search_flops.rows(store, run_id, config)
+        used = search_flops.search_seeds(store, run_id)
+        known = done["retrains"] = known_retrains(done)
+
+        def train(row: search_flops.Row, seeds: list[int]) -> list[float]:
+            return retrain(row.yaml, row.genome_id, config, seeds, pool)
+
+        def save() -> None:  # each re-training kept as it lands
+            side.write_text(json.dumps(done, indent=1))
+
+        levels = search_stats.grid(budget, points)
+        retrain_incumbents(run_rows, levels, seed, used, known, train, save)
+        best = search_flops.incumbent(run_rows, budget)
         if best is not None and done.get("retrained", {}).get("genome_id") != best.genome_id:
-            seeds = retrain_seeds(seed, best.genome_id, search_flops.search_seeds(store, run_id))
-            qualities = retrain(best.yaml, best.genome_id, config, seeds, pool)
-            done["retrained"] = {"genome_id": best.genome_id, "seeds": seeds, "qualities": qualities}
+            done["retrained"] = {"genome_id": best.genome_id, **known[best.genome_id]}
             side.write_text(json.dumps(done, indent=1))
     done["wall_s"] = time.perf_counter() - start
     return done
 
 
-def collect(out: Path, arm: str, seed: int, shared: dict[str, Any], budget: float) -> dict[str, Any] | None:
-    """A finished run's numbers recomputed from its store (and its re-trainings)."""
+def collect(
+    out: Path, arm: str, seed: int, shared: dict[str, Any], budget: float, points: int
+) -> dict[str, Any] | None:
+    """A finished run's numbers recomputed from its store (and its re-trainings); None until
+    it is searched and its incumbents at the `points` FLOP levels are re-trained."""
     db, side = paths(out, arm, seed)
     if not (db.exists() and side.exists()):
         return None
@@ -299,10 +291,14 @@ def collect(out: Path, arm: str, seed: int, shared: dict[str, Any], budget: floa
         spent = search_flops.run_flops(store, done["run_id"], config)
     best = search_flops.incumbent(rows, budget)
     again = done.get("retrained", {})
+    retrained = retrained_curve(rows, search_stats.grid(budget, points), known_retrains(done))
+    if retrained is None:
+        return None  # not re-trained yet
     common = {
         "arm": arm,
         "seed": seed,
         "curve": search_flops.curve(rows),
+        "retrained_curve": retrained,
         "flops": spent,
         "full_evaluations": sum(r.quality is not None for r in rows if r.cumulative <= budget),
     }
@@ -322,7 +318,22 @@ def collect(out: Path, arm: str, seed: int, shared: dict[str, Any], budget: floa
     }
 
 
-def report(results: dict[str, list[dict[str, Any]]], budget: float, points: int, out: Path) -> dict[str, Any]:
+def print_curves(
+    title: str, levels: list[float], curves: dict[str, list[tuple[float, float, float, int]]]
+) -> None:
+    """One curve table: a row per FLOP level, mean (runs with a value) per arm."""
+    print(f"\n{title}")
+    print(f"{'FLOPs':>10}" + "".join(f"{a:>16}" for a in curves))
+    for i, x in enumerate(levels):
+        cells = "".join(
+            f"{c[i][1]:>10.4f} ({c[i][3]:>2})" if c[i][3] else f"{'-':>16}" for c in curves.values()
+        )
+        print(f"{x:>10.3g}{cells}")
+
+
+def report(
+    results: dict[str, list[dict[str, Any]]], budget: float, points: int, retrain_points: int, out: Path
+) -> dict[str, Any]:
     """Print the tables and verdicts; write curves (JSON, CSV) and the summary beside them."""
     arms = [a for a in results if results[a]]
     print(
@@ -348,23 +359,38 @@ def report(results: dict[str, list[dict[str, Any]]], budget: float, points: int,
             print(f"{'':<9}  seeds {empty}: no full-fidelity result within the budget, scored 0")
     levels = search_stats.grid(budget, points)
     curves = {a: search_stats.mean_curve([r["curve"] for r in results[a]], levels) for a in arms}
-    print("\nbest-so-far full-fidelity quality (as observed) vs cumulative training FLOPs, mean over runs:")
-    print(f"{'FLOPs':>10}" + "".join(f"{a:>16}" for a in arms))
-    for i, x in enumerate(levels):
-        cells = "".join(
-            f"{curves[a][i][1]:>10.4f} ({curves[a][i][3]:>2})" if curves[a][i][3] else f"{'-':>16}"
-            for a in arms
-        )
-        print(f"{x:>10.3g}{cells}")
+    print_curves(
+        "best-so-far full-fidelity quality (as observed) vs cumulative training FLOPs, mean over runs:",
+        levels,
+        curves,
+    )
+    again_levels = search_stats.grid(budget, retrain_points)
+    again = {
+        a: search_stats.mean_curve([r["retrained_curve"] for r in results[a]], again_levels) for a in arms
+    }
+    print_curves(
+        "the incumbent within each budget re-trained under 3 fresh seeds vs cumulative training FLOPs, "
+        "mean over runs:",
+        again_levels,
+        again,
+    )
     with (out / "curves.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["arm", "flops", "mean_best_quality", "se", "runs"])
-        for a in arms:
-            w.writerows([a, *row] for row in curves[a])
+        w.writerow(["curve", "arm", "flops", "mean_best_quality", "se", "runs"])
+        for kind, table in (("observed", curves), ("retrained", again)):
+            for a in arms:
+                w.writerows([kind, a, *row] for row in table[a])
     (out / "curves.json").write_text(
         json.dumps(
             {
-                a: {"levels": levels, "curve": curves[a], "runs": [r["curve"] for r in results[a]]}
+                a: {
+                    "levels": levels,
+                    "curve": curves[a],
+                    "runs": [r["curve"] for r in results[a]],
+                    "retrained_levels": again_levels,
+                    "retrained_curve": again[a],
+                    "retrained_runs": [r["retrained_curve"] for r in results[a]],
+                }
                 for a in arms
             }
         )
@@ -422,7 +448,10 @@ def main() -> None:
     parser.add_argument("--max-params", type=int, default=d.max_params)
     parser.add_argument("--task", default=d.task)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--points", type=int, default=8, help="FLOP levels of the curve table")
+    parser.add_argument("--points", type=int, default=8, help="FLOP levels of the as-observed curve")
+    parser.add_argument(
+        "--retrain-points", type=int, default=4, help="FLOP levels whose incumbent is re-trained (4)"
+    )
     parser.add_argument("--tune", action="store_true", help=f"seeds {TUNE_SEED0}.. in OUT/tune")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/search_dogma"))
@@ -445,7 +474,7 @@ def main() -> None:
     seeds = {a: list(range(seed0, seed0 + (args.seeds if a in MAIN_ARMS else other))) for a in arms}
     # seeds outermost: a benchmark cut short (and resumed later) stays paired
     jobs = [
-        (a, s, shared, float(budget), str(out))
+        (a, s, shared, float(budget), str(out), args.retrain_points)
         for s in sorted({s for a in arms for s in seeds[a]})
         for a in arms
         if s in seeds[a]
@@ -459,7 +488,10 @@ def main() -> None:
         for f in futures:
             f.result()
     results = {
-        a: [r for r in (collect(out, a, s, shared, float(budget)) for s in seeds[a]) if r] for a in arms
+        a: [
+            r for r in (collect(out, a, s, shared, float(budget), args.retrain_points) for s in seeds[a]) if r
+        ]
+        for a in arms
     }
     missing = {a: len(seeds[a]) - len(results[a]) for a in arms if len(results[a]) < len(seeds[a])}
     print(
@@ -472,7 +504,7 @@ def main() -> None:
         print(f"skipped (strategy not registered): {', '.join(skipped)}")
     if missing:
         print(f"runs not finished (rerun to resume): {missing}")
-    report(results, float(budget), args.points, out)
+    report(results, float(budget), args.points, args.retrain_points, out)
     baseline_verdict(results, baselines)
     print(f"wall {time.perf_counter() - start:.0f} s; stores, curves.csv/json, summary.json in {out}")
 

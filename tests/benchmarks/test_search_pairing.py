@@ -28,6 +28,7 @@ from benchmarks.search_dogma import (
     retrain_seeds,
     run_one,
 )
+from benchmarks.search_retrain import known_retrains, retrain_incumbents, retrained_curve
 from evaluation import EvalRequest, EvalResult
 from store import Store
 
@@ -212,6 +213,39 @@ def test_optuna_arm_stops_at_the_budget_and_resumes(tmp_path: Path) -> None:
 
 
 # -- the incumbent, re-trained ------------------------------------------------------------
+def fake_row(cumulative: int, quality: float | None, genome: str) -> search_flops.Row:
+    return search_flops.Row(0, 10, 100, cumulative, quality, genome, "", 1_000, 0)
+
+
+def test_the_curve_retrains_each_levels_incumbent_once() -> None:
+    # incumbents: none within 100, "a" within 200, "b" within 300 and 400
+    rows = [
+        fake_row(150, 0.3, "a"),
+        fake_row(220, None, "x"),
+        fake_row(280, 0.5, "b"),
+        fake_row(390, 0.4, "c"),
+    ]
+    levels = search_stats.grid(400, 4)
+    trained: list[str] = []
+
+    def train(row: search_flops.Row, seeds: list[int]) -> list[float]:
+        trained.append(row.genome_id)
+        assert len(seeds) == 3 and not set(seeds) & {0}
+        return [0.1, 0.2, 0.3] if row.genome_id == "a" else [0.4, 0.4, 0.4]
+
+    known: dict[str, dict[str, Any]] = {}
+    assert retrained_curve(rows, levels, known) is None  # nothing re-trained yet
+    assert retrain_incumbents(rows, levels, 0, {0}, known, train) == 2
+    assert trained == ["a", "b"]  # "b" once for two levels; "c" never led
+    curve = retrained_curve(rows, levels, known)
+    assert curve is not None and [x for x, _ in curve] == [200.0, 300.0, 400.0]
+    assert [q for _, q in curve] == pytest.approx([0.2, 0.4, 0.4])
+    assert retrain_incumbents(rows, levels, 0, {0}, known, train) == 0  # a rerun trains nothing
+    # a side file from before the curve: its endpoint re-training is reused, not redone
+    old = {"retrained": {"genome_id": "b", "seeds": [1, 2, 3], "qualities": [0.4, 0.4, 0.4]}}
+    assert set(known_retrains(old)) == {"b"}
+
+
 def test_retrain_seeds_avoid_the_searchs_seeds() -> None:
     first = retrain_seeds(0, "abc", set())
     assert len(set(first)) == 3
@@ -224,14 +258,14 @@ def test_incumbent_is_retrained_under_unused_seeds(tmp_path: Path) -> None:
     # real training, as small as it gets: 2 genomes of generation 0 at 3 steps, a fast task
     shared = {**SHARED, "steps": 3, "population": 2, "task": "selective_copying"}
     config = arm_config("random", 0, shared)
-    done = run_one(("random", 0, shared, 1.0, str(tmp_path)))  # budget 1 FLOP: nothing fits
+    done = run_one(("random", 0, shared, 1.0, str(tmp_path), 4))  # budget 1 FLOP: nothing fits
     assert "retrained" not in done
-    empty = collect(tmp_path, "random", 0, shared, 1.0)
+    empty = collect(tmp_path, "random", 0, shared, 1.0, 4)
     assert empty is not None and empty["no_result"] and empty["score"] == 0.0
     with open_store(tmp_path / "random-seed0.db") as store:
         first = search_flops.rows(store, done["run_id"], config)[0]
     budget = float(first.cumulative)  # the first training fits: it is the incumbent
-    job = ("random", 0, shared, budget, str(tmp_path))
+    job = ("random", 0, shared, budget, str(tmp_path), 4)
     done = run_one(job)
     again = done["retrained"]
     assert len(again["seeds"]) == 3 and len(again["qualities"]) == 3
@@ -241,9 +275,10 @@ def test_incumbent_is_retrained_under_unused_seeds(tmp_path: Path) -> None:
         assert len(store.individuals(done["run_id"])) == 2  # the search trained nothing more
     assert used and not set(again["seeds"]) & used
     assert best is not None and best.genome_id == first.genome_id == again["genome_id"]
-    row = collect(tmp_path, "random", 0, shared, budget)
+    row = collect(tmp_path, "random", 0, shared, budget, 4)
     assert row is not None and not row["no_result"]
     assert row["score"] == pytest.approx(sum(again["qualities"]) / 3)
+    assert row["retrained_curve"] == [(budget, pytest.approx(row["score"]))]  # 3 levels hold none
     assert row["observed"] == best.quality
     side = json.loads((tmp_path / "random-seed0.json").read_text())
     assert run_one(job)["retrained"] == side["retrained"]  # a rerun skips both stages
