@@ -104,7 +104,7 @@ from evaluation.tasks import derive_seed, get_task  # noqa: E402
 from evolution.config import RunConfig  # noqa: E402
 from evolution.engine import Engine  # noqa: E402
 from evolution.spaces.registry import SPACES  # noqa: E402
-from evolution.strategies import STRATEGIES  # noqa: E402
+from evolution.strategies import STRATEGIES, make_strategy  # noqa: E402
 from store import Store  # noqa: E402
 
 MAIN_ARMS = ("default", "random", "optuna")  # >= 10 seeds by default
@@ -212,6 +212,10 @@ def paths(out: Path, arm: str, seed: int) -> tuple[Path, Path]:
     return out / f"{arm}-seed{seed}.db", out / f"{arm}-seed{seed}.json"
 
 
+class StoredRunMismatch(ValueError):
+    """A stored run under `--out` was made with settings other than its arm's now."""
+
+
 def check_settings(store: Store, run_id: str, config: RunConfig, side: Path) -> None:
     """Refuse a stored run whose settings differ from the arm's now (a default changed since
     it ran): its result would be reported under the wrong arm. Settings only one side knows
@@ -219,11 +223,14 @@ def check_settings(store: Store, run_id: str, config: RunConfig, side: Path) -> 
     record = store.get_run(run_id)
     stored = record.config if record is not None else {}
     now = config.to_dict()
-    moot = BREEDING_ONLY if config.strategy == "random" else ()  # random search breeds nothing
+    fresh = make_strategy(config.strategy, config.sample_size, config.quality_floor, config.parents)
+    moot = () if fresh.breeds else BREEDING_ONLY  # a strategy that breeds nothing never uses them
     differ = sorted(k for k in stored.keys() & now.keys() - set(moot) if stored[k] != now[k])
     if differ:
         shown = ", ".join(f"{k} {stored[k]!r} -> {now[k]!r}" for k in differ)
-        raise ValueError(f"{side.with_suffix('.db')} holds a run of other settings ({shown}): move it away")
+        raise StoredRunMismatch(
+            f"{side.with_suffix('.db')} holds a run of other settings ({shown}): move it away"
+        )
 
 
 def run_one(job: tuple[str, int, dict[str, Any], float, str, int]) -> dict[str, Any]:
@@ -235,7 +242,9 @@ def run_one(job: tuple[str, int, dict[str, Any], float, str, int]) -> dict[str, 
     db, side = paths(Path(out_dir), arm, seed)
     done = json.loads(side.read_text()) if side.exists() else {}
     if done and done.get("shared") != shared:
-        raise ValueError(f"{side} holds a run with other settings ({done.get('shared')}): use another --out")
+        raise StoredRunMismatch(
+            f"{side} holds a run with other settings ({done.get('shared')}): use another --out"
+        )
     config = arm_config(arm, seed, shared)
     pool = InProcessPool()
     start = time.perf_counter()
@@ -485,8 +494,12 @@ def main() -> None:
         futures = [pool.submit(run_one, j) for j in jobs]
         if not args.no_baselines:
             baselines = run_baselines(pool, shared, out / "baselines.json")
+        refused = []
         for f in futures:
-            f.result()
+            try:
+                f.result()
+            except StoredRunMismatch as e:  # the other runs go on; said in one line at the end
+                refused.append(str(e))
     results = {
         a: [
             r for r in (collect(out, a, s, shared, float(budget), args.retrain_points) for s in seeds[a]) if r
@@ -507,6 +520,10 @@ def main() -> None:
     report(results, float(budget), args.points, args.retrain_points, out)
     baseline_verdict(results, baselines)
     print(f"wall {time.perf_counter() - start:.0f} s; stores, curves.csv/json, summary.json in {out}")
+    for line in refused:
+        print(f"error: {line}", file=sys.stderr)
+    if refused:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -332,8 +332,6 @@ class RunConfig:
             raise ValueError(f"budget must be one of {BUDGETS}, not {self.budget!r}")
         if self.repeats < 1:
             raise ValueError("repeats must be at least 1")
-        if self.surrogate is not AUTO_SURROGATE and self.surrogate < 1:
-            raise ValueError("surrogate must be at least 1 (1: off)")
         if not 0.0 <= self.explore <= 1.0:
             raise ValueError("explore must lie in [0, 1]")
         if not 0.0 < self.promote <= 1.0:
@@ -353,6 +351,8 @@ class RunConfig:
             object.__setattr__(self, "parents", default_parents(self.multi_fidelity))
         if self.surrogate is AUTO_SURROGATE:
             object.__setattr__(self, "surrogate", default_surrogate(objectives, self.multi_fidelity))
+        if self.surrogate < 1:
+            raise ValueError("surrogate must be at least 1 (1: off)")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {self.precision!r}")
         if self.seed_policy not in ("genome", "run"):

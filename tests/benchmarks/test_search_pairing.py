@@ -21,6 +21,7 @@ from scipy import stats
 
 from benchmarks import search_flops, search_stats
 from benchmarks.search_dogma import (
+    StoredRunMismatch,
     arm_config,
     check_settings,
     collect,
@@ -172,7 +173,7 @@ def test_a_stored_run_of_other_settings_is_refused_not_reported(tmp_path: Path) 
     with open_store(tmp_path / "run.db") as store:
         run_id = drive_engine(arm_config("surrogate", 1, SHARED), store, FakePool(), budget=1)
         check_settings(store, run_id, arm_config("surrogate", 1, SHARED), tmp_path / "run.json")
-        with pytest.raises(ValueError, match=r"surrogate 10 -> 1\): move it away"):
+        with pytest.raises(StoredRunMismatch, match=r"surrogate 10 -> 1\): move it away"):
             check_settings(store, run_id, arm_config("default", 1, SHARED), tmp_path / "run.json")
     with open_store(tmp_path / "sha.db") as store:  # random search breeds nothing: the surrogate is moot
         sha = arm_config("sha", 1, SHARED)
