@@ -2,8 +2,10 @@
 
 A multi-fidelity run trains every child at the first fidelity (`min_steps`) and promotes
 the best to the full one (`steps`); the promoted are the candidates measured at both. Their
-pair of qualities (`candidate_pair`: on the run's task, the mean over the seeds of each
-fidelity's ok rows, the lowest and the highest fidelity) is what the audit ranks:
+pair (`candidate_pair`: on the run's task, the mean over the seeds of each fidelity's ok
+rows, the lowest and the highest fidelity) is what the audit ranks: on the lower side what
+the first stage promoted by (`ranked_by`: its held-out loss, negated, under the default
+`promote_by` "loss"; else its quality), on the higher side the full fidelity's quality;
 `evaluation.transfer.rank_transfer` gives Spearman's ρ and Kendall's τ-b with bootstrap
 intervals over every pair so far.
 
@@ -19,7 +21,8 @@ rows on read; `transfer_warning` is the line shown when ρ falls below
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from evaluation.transfer import WEAK_TRANSFER, is_weak, rank_transfer
@@ -31,32 +34,54 @@ from store import IndividualRecord, Store, TransferIn
 Pair = tuple[float, float]
 
 
-def candidate_pair(rows: Iterable[Any], task: str) -> Pair | None:
-    """(quality at the lowest fidelity, quality at the highest) of one candidate from its
-    evaluation rows (`store.EvaluationIn` or `store.EvaluationRecord`: `task`, `fidelity`,
-    `seed`, `status`, `metrics`), over the ok rows on `task` at integer fidelities; each the
-    mean over that fidelity's seeds (in seed order). None unless two fidelities have one."""
-    by_level: dict[int, list[tuple[int, float]]] = {}
+def ranked_by(config: RunConfig) -> str:
+    """What a run's first stage promotes by, so what its transfer ranks the lower side by:
+    "loss" (held-out loss, lowest first) under `promote_by` "loss" with one task and one
+    objective, as `Evaluator.promoted` does; "quality" otherwise."""
+    one = len(config.tasks) == 1 and len(config.objectives) == 1
+    return "loss" if config.promote_by == "loss" and one else "quality"
+
+
+def first_stage_score(metrics: dict[str, Any], by: str) -> float:
+    """The lower side's value of one row: its quality, or by "loss" −metrics["loss"] (so
+    that higher is better on both sides); NaN when the row records no loss."""
+    if by != "loss":
+        return quality_of(metrics)
+    try:
+        return -float(metrics.get("loss", math.nan))
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def candidate_pair(rows: Iterable[Any], task: str, by: str = "quality") -> Pair | None:
+    """(first-stage score at the lowest fidelity, quality at the highest) of one candidate
+    from its evaluation rows (`store.EvaluationIn` or `store.EvaluationRecord`: `task`,
+    `fidelity`, `seed`, `status`, `metrics`), over the ok rows on `task` at integer
+    fidelities; each the mean over that fidelity's seeds (in seed order); the score is
+    `first_stage_score(metrics, by)`. None unless two fidelities have one, or when the
+    score is NaN (a first stage that recorded no loss)."""
+    by_level: dict[int, list[tuple[int, dict[str, Any]]]] = {}
     for e in rows:
         if e.task != task or e.status != "ok" or isinstance(e.fidelity, bool):
             continue
         if isinstance(e.fidelity, int):
-            by_level.setdefault(e.fidelity, []).append((e.seed, quality_of(e.metrics or {})))
+            by_level.setdefault(e.fidelity, []).append((e.seed, e.metrics or {}))
     if len(by_level) < 2:
         return None
 
-    def mean(level: int) -> float:
-        qualities = [q for _, q in sorted(by_level[level])]
-        return sum(qualities) / len(qualities)
+    def mean(level: int, value: Callable[[dict[str, Any]], float]) -> float:
+        values = [value(m) for _, m in sorted(by_level[level], key=lambda sm: sm[0])]
+        return sum(values) / len(values)
 
-    return mean(min(by_level)), mean(max(by_level))
+    low = mean(min(by_level), lambda m: first_stage_score(m, by))
+    return None if math.isnan(low) else (low, mean(max(by_level), quality_of))
 
 
 class TransferAudit:
     """A multi-fidelity run's pairs so far, and the transfer row each commit stores."""
 
-    def __init__(self, task: str, lower: int | str, higher: int | str) -> None:
-        self.task, self.lower, self.higher = task, lower, higher
+    def __init__(self, task: str, lower: int | str, higher: int | str, by: str = "quality") -> None:
+        self.task, self.lower, self.higher, self.by = task, lower, higher, by
         self.pairs: list[Pair] = []
 
     @classmethod
@@ -65,7 +90,7 @@ class TransferAudit:
         lower = config.first_fidelity
         if lower is None or not config.multi_fidelity:
             return None
-        return cls(config.task, lower, space.full_fidelity(config.steps))
+        return cls(config.task, lower, space.full_fidelity(config.steps), ranked_by(config))
 
     def load(self, records: Iterable[IndividualRecord]) -> None:
         """The pairs of the stored births (resume), in birth order."""
@@ -79,12 +104,12 @@ class TransferAudit:
 
     def new_pairs(self, rows_by_candidate: Iterable[Sequence[Any]]) -> list[Pair | None]:
         """Each candidate's pair (None: not measured at both), in the order given."""
-        return [candidate_pair(rows, self.task) for rows in rows_by_candidate]
+        return [candidate_pair(rows, self.task, self.by) for rows in rows_by_candidate]
 
     def row(self, pairs: Sequence[Pair]) -> TransferIn:
         """The transfer over `pairs` (the run's so far, this generation's included)."""
         t = rank_transfer([p[0] for p in pairs], [p[1] for p in pairs])
-        return TransferIn(self.lower, self.higher, **t.to_dict())
+        return TransferIn(self.lower, self.higher, **t.to_dict(), ranked_by=self.by)
 
 
 def run_transfer(
@@ -120,6 +145,7 @@ def run_transfer(
 
 FIELDS: tuple[str, ...] = ("lower_fidelity", "higher_fidelity", "n")
 FIELDS += ("spearman", "spearman_low", "spearman_high", "kendall", "kendall_low", "kendall_high")
+FIELDS += ("ranked_by",)
 
 
 def _fields(t: Any) -> dict[str, Any]:
@@ -143,10 +169,16 @@ def transfer_warning(rows: Sequence[dict[str, Any]]) -> str | None:
         f"WARNING: weak fidelity transfer: Spearman ρ {last['spearman']:.2f} "
         f"{interval(last['spearman_low'], last['spearman_high'])} < {WEAK_TRANSFER} over "
         f"{last['n']} candidates trained at both {last['lower_fidelity']} and "
-        f"{last['higher_fidelity']} steps: the first stage barely predicts the full one's "
+        f"{last['higher_fidelity']} steps ({ranked_text(last.get('ranked_by', 'quality'))} vs "
+        "quality): the first stage barely predicts the full one's "
         "ranking, so promoting by it is little better than chance, or worse (raise "
         "--min-steps, or turn it off with --min-steps 0)"
     )
+
+
+def ranked_text(by: str) -> str:
+    """How a report names what the lower side ranked by."""
+    return "held-out loss, lowest first" if by == "loss" else "quality"
 
 
 def is_step_fidelity(fidelity: Any) -> bool:
@@ -174,8 +206,11 @@ __all__ = [
     "TransferAudit",
     "candidate_pair",
     "correlation_text",
+    "first_stage_score",
     "interval",
     "is_step_fidelity",
+    "ranked_by",
+    "ranked_text",
     "run_transfer",
     "transfer_dict",
     "transfer_warning",

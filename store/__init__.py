@@ -7,7 +7,7 @@ generation with nothing lost and nothing doubled.
 
 The kinds of run and the statuses a run, an evaluation and a lease can have are defined
 once, here: :data:`RUN_KINDS`, :data:`RUN_STATUSES`, :data:`EVALUATION_STATUSES`,
-:data:`LEASE_STATES`.
+:data:`LEASE_STATES`, and what a fidelity transfer ranked by, :data:`RANKED_BY`.
 
 This file only re-exports. The package's own modules import each other by their full names
 (``import store.queries as queries``, ``from store.records import ...``), never through the
@@ -16,7 +16,7 @@ package (``from store import ...``): this file imports them, so that would be a 
 
 from store.ladder import LadderRankIn, LadderRankRecord
 from store.leases import LeaseLog
-from store.models import EVALUATION_STATUSES, LEASE_STATES, RUN_KINDS, RUN_STATUSES
+from store.models import EVALUATION_STATUSES, LEASE_STATES, RANKED_BY, RUN_KINDS, RUN_STATUSES
 from store.records import (
     AncestryStep,
     ArchiveIn,
@@ -45,6 +45,7 @@ from store.store import Store
 __all__ = [
     "EVALUATION_STATUSES",
     "LEASE_STATES",
+    "RANKED_BY",
     "RUN_KINDS",
     "RUN_STATUSES",
     "AncestryStep",

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from store.keys import HEX, checked_ref, chunks, fidelity_key
 from store.models import (
     EVALUATION_STATUSES,
+    RANKED_BY,
     Archive,
     Evaluation,
     Genome,
@@ -138,6 +139,10 @@ class GenerationPayload:
         for t in payload.transfer:
             if isinstance(t.n, bool) or not isinstance(t.n, int) or t.n < 0:
                 raise StoreError(f"fidelity transfer: n must be a count, not {t.n!r}")
+            if t.ranked_by not in RANKED_BY:
+                raise StoreError(
+                    f"fidelity transfer: ranked_by must be one of {RANKED_BY}, not {t.ranked_by!r}"
+                )
             for name in TRANSFER_VALUES[1:]:
                 value = getattr(t, name)
                 if value is not None and not (isinstance(value, (int, float)) and -1.0 <= value <= 1.0):
@@ -430,7 +435,7 @@ TRANSFER_VALUES = (
 )
 
 
-TRANSFER_COLUMNS = ("lower_fidelity", "higher_fidelity", *TRANSFER_VALUES)
+TRANSFER_COLUMNS = ("lower_fidelity", "higher_fidelity", *TRANSFER_VALUES, "ranked_by")
 
 
 def _transfer_columns(t: TransferIn) -> dict[str, Any]:
@@ -443,6 +448,7 @@ def _transfer_columns(t: TransferIn) -> dict[str, Any]:
     for name in TRANSFER_VALUES:
         value = getattr(t, name)
         columns[name] = value if value is None or name == "n" else float(value)
+    columns["ranked_by"] = t.ranked_by
     return columns
 
 

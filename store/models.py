@@ -45,6 +45,8 @@ RUN_KINDS = ("search", "scale", "ablate", "calibrate")
 #: status needs no migration.
 EVALUATION_STATUSES = ("ok", "invalid", "nan", "oom", "timeout", "crash", "filtered")
 LEASE_STATES = ("running", "done", "expired", "lost", "cancelled")
+#: What a fidelity transfer row's lower side ranked by (``transfer.ranked_by``, 0008).
+RANKED_BY = ("quality", "loss")
 #: The ``schema_version`` row of every store Alembic manages, frozen: release 0.1 refuses a
 #: store above its own 2. The schema's version is the Alembic revision (store/migrations).
 LEGACY_SCHEMA_VERSION = 3
@@ -268,7 +270,9 @@ class Transfer(Base):
     one; canonical JSON like ``evaluations.fidelity``), the rank correlation of their
     qualities: Spearman's ρ and Kendall's τ-b, each with the low and high ends of its
     interval; NULL where undefined (too few candidates, a constant side). The engine
-    computes it (``evaluation.transfer``) and writes it with the generation's commit.
+    computes it (``evaluation.transfer``) and writes it with the generation's commit. The
+    lower side is what the first stage ranked by (``ranked_by``, 0008): its quality, or its
+    held-out loss (negated, so ρ > 0 still means "agrees").
     """
 
     __tablename__ = "transfer"
@@ -286,6 +290,9 @@ class Transfer(Base):
     kendall: Mapped[float | None] = mapped_column(Float, nullable=True)
     kendall_low: Mapped[float | None] = mapped_column(Float, nullable=True)
     kendall_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # what the lower fidelity ranked by (0008): "quality", or "loss" (its held-out loss, lowest
+    # first, the rule a single-objective first stage promotes by)
+    ranked_by: Mapped[str] = mapped_column(String(16), server_default="quality")
 
 
 class LadderRank(Base):

@@ -368,6 +368,7 @@ def transfer(session: Session, run_id: str) -> list[TransferRecord]:
             kendall=row.kendall,
             kendall_low=row.kendall_low,
             kendall_high=row.kendall_high,
+            ranked_by=row.ranked_by,
         )
         for row in rows
     ]

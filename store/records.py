@@ -95,7 +95,9 @@ class ArchiveIn:
 class TransferIn:
     """Fidelity transfer after the generation being committed: the rank correlation of the
     qualities at ``lower_fidelity`` and ``higher_fidelity`` over the ``n`` candidates of the
-    run so far measured at both (``evaluation.transfer.rank_transfer``); None: undefined."""
+    run so far measured at both (``evaluation.transfer.rank_transfer``); None: undefined.
+    ``ranked_by``: what ranks the lower side, one of :data:`store.RANKED_BY` (``"loss"``: the
+    negated held-out loss, the rule a first stage promotes by)."""
 
     lower_fidelity: Fidelity
     higher_fidelity: Fidelity
@@ -106,6 +108,7 @@ class TransferIn:
     kendall: float | None = None
     kendall_low: float | None = None
     kendall_high: float | None = None
+    ranked_by: str = "quality"  # the lower side: "quality", or "loss" (negated held-out loss)
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,7 @@ class TransferRecord:
     kendall: float | None
     kendall_low: float | None
     kendall_high: float | None
+    ranked_by: str
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from evolution.evaluating import Evaluator, quality_of, stored_result
 from evolution.policy import OperatorPolicy, outcome
 from evolution.scale.ladder_report import ladder_summary
 from evolution.spaces.registry import SPACES
+from evolution.transfer_audit import first_stage_score, ranked_by
 from evolution.types import individual_class
 from store import IndividualRecord, PolicyRecord, RunRecord, Store
 from store.models import Member
@@ -51,7 +52,7 @@ class Birth:
     params: float | None
     state_bytes: float | None
     final: bool  # its metrics are full-fidelity ones (or the run is single-fidelity)
-    low_high: tuple[float, float] | None  # (min_steps quality, full quality) when promoted
+    low_high: tuple[float, float] | None  # (min_steps score, full quality) when promoted
 
 
 @dataclass
@@ -98,9 +99,13 @@ def _float(value: Any) -> float | None:
 
 
 def _birth(
-    record: IndividualRecord, task: str, low_fidelity: Callable[[IndividualRecord], int] | None
+    record: IndividualRecord,
+    task: str,
+    low_fidelity: Callable[[IndividualRecord], int] | None,
+    by: str = "quality",
 ) -> Birth:
-    """`low_fidelity(record)`: the first-stage fidelity of a multi-fidelity run (None: single)."""
+    """`low_fidelity(record)`: the first-stage fidelity of a multi-fidelity run (None: single);
+    `by`: what its first stage ranks by (`transfer_audit.ranked_by`), the pair's low side."""
     rows = [e for e in record.evaluations if e.task == task]
     status, metrics, fidelity = stored_result(rows)
     reason = next((e.reason for e in rows if e.fidelity == fidelity and e.reason), None)
@@ -110,7 +115,8 @@ def _birth(
         final = True
         if low_fidelity is not None:
             low = stored_result([e for e in rows if e.fidelity == levels[0]])[1]
-            low_high = (quality_of(low), quality_of(metrics))
+            score = first_stage_score(low, by)
+            low_high = None if math.isnan(score) else (score, quality_of(metrics))
     else:  # one stage only: final when it is not the first stage (a full-fidelity cache copy)
         final = bool(levels) and levels[0] != low_fidelity(record)
     return Birth(
@@ -200,7 +206,8 @@ def collect(store: Store, run_id: str) -> ReportData:
         return evaluator.fidelity_for(cls(space.parse(record.yaml)), final=False)
 
     records = store.individuals(run_id)
-    births = [_birth(r, run.task, low_fidelity if multi_fidelity else None) for r in records]
+    by = ranked_by(config)
+    births = [_birth(r, run.task, low_fidelity if multi_fidelity else None, by) for r in records]
     by_id = {b.id: b for b in births}
 
     # fitness and credit exactly as the engine made them (Evaluator.fitness, policy.outcome)

@@ -15,6 +15,7 @@ from collections import Counter
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from evolution.report.html_data import Birth, ReportData
+from evolution.transfer_audit import ranked_by
 
 HOVER_BUDGET = 2_400_000  # characters of sequence view in the Pareto plots' hover data
 FAMILIES_SHOWN = 12  # the most frequent families; the rest are summed as "other"
@@ -343,6 +344,10 @@ def fidelity_transfer(data: ReportData, rho: float | None) -> go.Figure | None:
     return layout(
         fig,
         f"fidelity transfer: {len(promoted)} promoted candidates, Spearman ρ {spearman}",
-        f"quality after min_steps ({data.config.min_steps})",
+        (
+            f"−held-out loss after min_steps ({data.config.min_steps}), what promotion ranks by"
+            if ranked_by(data.config) == "loss"
+            else f"quality after min_steps ({data.config.min_steps})"
+        ),
         f"quality after the full steps ({data.config.steps})",
     )

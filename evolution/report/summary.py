@@ -9,7 +9,7 @@ from typing import Any
 
 from evolution.errors import UsageError
 from evolution.scale.ladder_report import individual_ladder, ladder_lines, ladder_summary
-from evolution.transfer_audit import correlation_text, run_transfer, transfer_warning
+from evolution.transfer_audit import correlation_text, ranked_text, run_transfer, transfer_warning
 from genome import Genome
 from phenotype import account
 from store import IndividualRecord, Store
@@ -466,15 +466,18 @@ def report_lines(data: dict[str, Any]) -> list[str]:
             "(they cannot beat chance by construction; not failures, no evaluation spent)"
         )
     if data["transfer"]:
-        first = data["transfer"][0]
+        last = data["transfer"][-1]
+        by = last.get("ranked_by", "quality")
         lines.append(
-            f"fidelity transfer (quality after {first['lower_fidelity']} vs {first['higher_fidelity']} "
-            "steps, candidates trained at both, cumulative; 95% bootstrap intervals):"
+            f"fidelity transfer ({ranked_text(by)} after {last['lower_fidelity']} steps, what the first "
+            f"stage promotes by, vs quality after {last['higher_fidelity']}; candidates trained at both, "
+            "cumulative; 95% bootstrap intervals):"
         )
         for t in data["transfer"]:
             lines.append(
                 f"  gen {t['generation']}: {correlation_text(t)}"
                 + ("" if t["stored"] else " (computed on read)")
+                + ("" if t.get("ranked_by", "quality") == by else f" (by {ranked_text(t['ranked_by'])})")
             )
     if data["transfer_warning"]:
         lines.append(data["transfer_warning"])

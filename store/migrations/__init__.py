@@ -24,11 +24,11 @@ How to add a migration
 
            python -m store.migrations --url sqlite:////tmp/scratch.db upgrade head
            python -m store.migrations --url sqlite:////tmp/scratch.db \\
-               revision --autogenerate --rev-id 0007 -m "what changes and why"
+               revision --autogenerate --rev-id 0009 -m "what changes and why"
 
        Without ``--autogenerate`` (and without ``--url``) ``revision`` writes an empty
        revision to fill in by hand, e.g. for a data migration.
-    3. Read the new ``store/migrations/versions/0007_*.py``: write the docstring (why),
+    3. Read the new ``store/migrations/versions/0009_*.py``: write the docstring (why),
        check ``upgrade()`` and ``downgrade()``, keep literal values there (a migration must
        not import today's models: it describes the schema of its own day). Operations are
        rendered in batch mode (``with op.batch_alter_table(...)``) so that they also work

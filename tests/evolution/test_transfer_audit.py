@@ -22,8 +22,8 @@ from evolution.engine import Engine, RunConfig
 from evolution.evaluating import quality_of
 from evolution.report.summary import report_lines, run_report
 from evolution.study import running as study_running
-from evolution.transfer_audit import transfer_warning
-from store import Store, TransferIn
+from evolution.transfer_audit import candidate_pair, ranked_by, transfer_warning
+from store import EvaluationIn, Store, TransferIn
 
 FIXTURE = Path(__file__).parents[1] / "store" / "fixtures" / "release_0_1.db"
 OLD_RUN = "15ea3469eb87"  # the fixture's one run: mqar, generations 0 and 1, single fidelity
@@ -44,8 +44,12 @@ def multi_run(tmp_path_factory):
         yield store, engine.run_id
 
 
-def pairs_from_rows(store: Store, run_id: str, through: int) -> tuple[list[float], list[float]]:
-    """The test's own reading: births in (generation, slot) order, quality at 3 and at 5 steps."""
+def pairs_from_rows(
+    store: Store, run_id: str, through: int, by: str = "loss"
+) -> tuple[list[float], list[float]]:
+    """The test's own reading: births in (generation, slot) order; at 3 steps what the first
+    stage promoted by (minus the held-out loss under the default `promote_by`, else quality),
+    quality at 5."""
     low, high = [], []
     births = sorted(store.individuals(run_id), key=lambda r: (r.generation, r.slot))
     for rec in births:
@@ -53,7 +57,7 @@ def pairs_from_rows(store: Store, run_id: str, through: int) -> tuple[list[float
             continue
         at = {e.fidelity: e for e in rec.evaluations if e.status == "ok" and e.task == "mqar"}
         if 3 in at and 5 in at:
-            low.append(quality_of(at[3].metrics))
+            low.append(-at[3].metrics["loss"] if by == "loss" else quality_of(at[3].metrics))
             high.append(quality_of(at[5].metrics))
     return low, high
 
@@ -73,7 +77,7 @@ def test_a_multi_fidelity_run_stores_its_transfer_per_generation_as_scipy_comput
     store, run_id = multi_run
     rows = store.transfer(run_id)
     assert [t.generation for t in rows] == [0, 1]
-    assert all((t.lower_fidelity, t.higher_fidelity) == (3, 5) for t in rows)
+    assert all((t.lower_fidelity, t.higher_fidelity, t.ranked_by) == (3, 5, "loss") for t in rows)
     for t in rows:
         low, high = pairs_from_rows(store, run_id, t.generation)  # cumulative up to t.generation
         assert t.n == len(low) >= 4
@@ -101,7 +105,8 @@ def test_the_report_shows_the_stored_transfer(multi_run, capsys):
     assert data["transfer"][-1]["spearman"] == stored[-1].spearman
     assert data["transfer_warning"] == transfer_warning(data["transfer"])
     assert any(
-        line.startswith("fidelity transfer (quality after 3 vs 5 steps") for line in report_lines(data)
+        line.startswith("fidelity transfer (held-out loss, lowest first after 3 steps")
+        for line in report_lines(data)
     )
     assert cli.main(["report", "--store", store.url, "--run", run_id, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -118,6 +123,47 @@ def test_a_resumed_run_stores_the_transfer_an_uninterrupted_one_does(multi_run, 
         resumed = other.transfer(first.run_id)
     strip = [{**t.__dict__, "run_id": None} for t in resumed]
     assert strip == [{**t.__dict__, "run_id": None} for t in store.transfer(run_id)]
+
+
+def test_a_run_promoting_by_quality_ranks_its_transfer_by_quality(tmp_path):
+    """The lower side is what the first stage promoted by: quality here, so the rows say so
+    and equal scipy's numbers on the qualities, not on the losses."""
+    config = RunConfig(**{**MULTI.to_dict(), "promote_by": "quality", "generations": 0})
+    with Store(f"sqlite:///{tmp_path / 'quality.db'}") as store:
+        engine = Engine(config, store, InProcessPool())
+        engine.run()
+        (t,) = store.transfer(engine.run_id)
+        low, high = pairs_from_rows(store, engine.run_id, 0, by="quality")
+        data = run_report(store, engine.run_id)
+    assert t.ranked_by == "quality" and t.n == len(low) >= 4
+    assert t.spearman == pytest.approx(stats.spearmanr(low, high).statistic, abs=1e-12)
+    assert data["transfer"][0]["ranked_by"] == "quality"
+    assert any(line.startswith("fidelity transfer (quality after 3 steps") for line in report_lines(data))
+
+
+def test_a_first_stage_without_a_loss_is_left_out_of_a_loss_ranked_pair():
+    rows = [
+        EvaluationIn("g", "mqar", 3, 1, "ok", {"quality": 0.2, "loss": 2.0}, None, 0.0),
+        EvaluationIn("g", "mqar", 3, 2, "ok", {"quality": 0.4, "loss": 1.0}, None, 0.0),
+        EvaluationIn("g", "mqar", 5, 1, "ok", {"quality": 0.5, "loss": 0.5}, None, 0.0),
+    ]
+    assert candidate_pair(rows, "mqar", "loss") == pytest.approx((-1.5, 0.5))
+    assert candidate_pair(rows, "mqar") == pytest.approx((0.3, 0.5))
+    no_loss = [EvaluationIn("g", "mqar", 3, 1, "ok", {"quality": 0.2}), rows[2]]
+    assert candidate_pair(no_loss, "mqar", "loss") is None
+    assert candidate_pair(no_loss, "mqar", "quality") == pytest.approx((0.2, 0.5))
+
+
+@pytest.mark.parametrize(
+    ("changes", "by"),
+    [
+        ({}, "loss"),
+        ({"promote_by": "quality"}, "quality"),
+        ({"objectives": ("quality", "params")}, "quality"),
+    ],
+)
+def test_the_transfer_ranks_by_what_the_first_stage_promotes_by(changes, by):
+    assert ranked_by(RunConfig(**{**MULTI.to_dict(), **changes})) == by
 
 
 def test_a_single_fidelity_run_stores_no_transfer(tmp_path):
@@ -139,7 +185,8 @@ class InvertingPool:
         for r in requests:
             q = int(hashlib.sha256(r.genome_id.encode()).hexdigest()[:8], 16) / 16**8
             q = q if r.fidelity == MULTI.min_steps else 1.0 - q
-            result = EvalResult.for_request(r, "ok", metrics={"quality": q, "accuracy": q, "params": 1000})
+            metrics = {"quality": q, "accuracy": q, "loss": 2.0 - q, "params": 1000}  # loss ranks as q
+            result = EvalResult.for_request(r, "ok", metrics=metrics)
             out.append(result)
             if on_result:
                 on_result(result)

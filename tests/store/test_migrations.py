@@ -29,6 +29,7 @@ from store import (
     LineageIn,
     Store,
     StoreError,
+    TransferIn,
     by_id,
     by_slot,
     migrations,
@@ -38,7 +39,7 @@ from store.models import LEGACY_SCHEMA_VERSION, Base
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_0_1.db"
 RUN_ID = "15ea3469eb87"  # the one run in the fixture: task mqar, generations 0 and 1
-HEAD = "0007"
+HEAD = "0008"
 
 
 @pytest.fixture
@@ -67,6 +68,7 @@ def _tables(path: Path) -> set[str]:
 def test_the_revisions_are_a_line_ending_at_head() -> None:
     assert migrations.heads() == {HEAD}
     assert [s.revision for s in migrations.script().walk_revisions()] == [
+        "0008",
         "0007",
         "0006",
         "0005",
@@ -299,3 +301,40 @@ def test_the_run_kind_is_backfilled_on_each_backend_and_survives_a_downgrade(sto
         assert store.get_run("0123456789ab").config == KEYED_RUNS["0123456789ab"][0]  # unchanged
         assert [run.id for run in store.list_runs("scale")] == ["0123456789ab"]
     assert _schema_diff(store_url) == []
+
+
+def test_transfer_rows_gain_ranked_by_quality_and_a_downgrade_keeps_only_those(
+    store_url: str, helpers
+) -> None:
+    assert migrations_main(["--url", store_url, "upgrade", "0007"]) == 0
+    helpers.execute_unchecked(
+        store_url,
+        [
+            (
+                "INSERT INTO runs (id, created, status, config, seed, task, last_generation, kind) "
+                "VALUES ('0123456789ab', '2027-01-01 00:00:00', 'finished', '{}', 0, 'mqar', 1, 'search')",
+                {},
+            ),
+            (
+                "INSERT INTO transfer (run_id, generation, lower_fidelity, higher_fidelity, n, spearman) "
+                "VALUES ('0123456789ab', 0, '3', '5', 6, 0.5)",
+                {},
+            ),
+        ],
+    )
+    with Store(store_url) as store:  # upgrades 0007 -> 0008: the old row was ranked by quality
+        (old,) = store.transfer("0123456789ab")
+        assert (old.generation, old.n, old.spearman, old.ranked_by) == (0, 6, 0.5, "quality")
+        store.commit_generation(
+            "0123456789ab", 2, members=[], transfer=[TransferIn(3, 5, 8, 0.7, ranked_by="loss")]
+        )
+        assert [t.ranked_by for t in store.transfer("0123456789ab")] == ["quality", "loss"]
+        with pytest.raises(StoreError, match="ranked_by must be one of"):
+            store.commit_generation(
+                "0123456789ab", 3, members=[], transfer=[TransferIn(3, 5, 8, ranked_by="x")]
+            )
+    assert _schema_diff(store_url) == []
+    # revision 0007's programs would read a loss row as quality: the downgrade removes it
+    assert migrations_main(["--url", store_url, "downgrade", "0007"]) == 0
+    assert helpers.scalar(store_url, "SELECT COUNT(*) FROM transfer") == 1
+    assert helpers.scalar(store_url, "SELECT spearman FROM transfer") == 0.5
