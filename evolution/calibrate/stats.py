@@ -153,7 +153,7 @@ def fidelity_names(ladder: Ladder) -> tuple[str, str]:
 def transfer_rows(rows: Sequence[dict[str, Any]], ladder: Ladder) -> list[TransferIn]:
     """Each rung's correlations as ``transfer`` rows: ``rung@R`` (its quality) and
     ``loss@R`` (its held-out loss, where the row has one) against ``full@S`` and ``target@T``
-    (named fidelities, like a search ladder's ``ladder@…``)."""
+    (named fidelities, like a search ladder's ``ladder@…``), ``ranked_by`` saying which."""
     full, target = fidelity_names(ladder)
     names = ("n", "spearman", "spearman_low", "spearman_high", "kendall", "kendall_low", "kendall_high")
     pairs = (
@@ -167,7 +167,10 @@ def transfer_rows(rows: Sequence[dict[str, Any]], ladder: Ladder) -> list[Transf
         for lower, key, higher in pairs:
             c = row.get(key)
             if c is not None:
-                out.append(TransferIn(f"{lower}@{row['steps']}", higher, **{k: c[k] for k in names}))
+                by = "loss" if lower == "loss" else "quality"
+                out.append(
+                    TransferIn(f"{lower}@{row['steps']}", higher, **{k: c[k] for k in names}, ranked_by=by)
+                )
     return out
 
 

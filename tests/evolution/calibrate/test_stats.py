@@ -130,13 +130,13 @@ def test_a_rung_ranked_by_held_out_loss_is_ranked_by_minus_loss() -> None:
     missing = _losses() | {5: [6.0, 5.0, 4.0, 1.0, None, 3.0]}
     partial = rung_rows(qualities, ladder, 0.25, None, resamples=200, losses=missing)[0]
     assert partial["loss_vs_target"]["n"] == 5 and partial["vs_target"]["n"] == 6
-    names = [(t.lower_fidelity, t.higher_fidelity) for t in transfer_rows(rows, ladder)]
+    names = [(t.lower_fidelity, t.higher_fidelity, t.ranked_by) for t in transfer_rows(rows, ladder)]
     assert names == [
-        ("rung@5", "full@10"),
-        ("rung@5", "target@20"),
-        ("loss@5", "full@10"),
-        ("loss@5", "target@20"),
-        ("rung@10", "target@20"),
+        ("rung@5", "full@10", "quality"),
+        ("rung@5", "target@20", "quality"),
+        ("loss@5", "full@10", "loss"),
+        ("loss@5", "target@20", "loss"),
+        ("rung@10", "target@20", "quality"),
     ]
     loss_rows = [t for t in transfer_rows(rows, ladder) if t.lower_fidelity == "loss@5"]
     assert loss_rows[1].spearman == five["loss_vs_target"]["spearman"] and loss_rows[1].n == 6
