@@ -12,7 +12,9 @@ Protocol (every number comes from this one script):
 - **Ladder**: by default each design's compact ladder (``evolution.scale.search_ladder.compact_sizes``:
   its smallest valid model, the first model at least 10^1.5 times larger, and the two
   nearest the log-even sizes between: 4 sizes over >= 1.5 decades); ``--sizes`` gives all
-  designs the same targets instead (how a cluster run sets 10M..1B).
+  designs the same targets instead (how a cluster run sets 10M..1B), ``--sizes NAME=SIZES``
+  one design its own (repeatable; it wins over an unnamed ``--sizes`` for that design), e.g.
+  more sizes for a design whose α interval is wide.
 - **Sizes** are non-embedding parameters (Kaplan et al. 2020; the totals are in the JSON).
 - **Training**: every size ``--seeds`` times (replicate k's seed is ``evolve scale``'s, so the
   seeds differ by design and size: no two points share a noise draw) on ``--task`` (default
@@ -97,9 +99,24 @@ def plans(args: argparse.Namespace) -> dict[str, Plan]:
         design = Design.of(
             genome, pinned, f"{name} ({source.rsplit('/', 1)[-1]})", preset=source.startswith("preset:")
         )
-        sizes = args.sizes or compact_sizes(design, "both")
+        sizes = sizes_for(name, args.sizes) or compact_sizes(design, "both")
         out[name] = make_plan(design, "both", args.task, sizes, [budget], args.seeds, args.timeout)
     return out
+
+
+def size_spec(text: str) -> tuple[str | None, list[float]]:
+    """``--sizes``: ``SIZES`` for every design, or ``NAME=SIZES`` for the design NAME."""
+    name, sep, sizes = text.rpartition("=")
+    if sep and name not in DESIGNS:
+        raise argparse.ArgumentTypeError(f"unknown design {name!r} (one of {', '.join(DESIGNS)})")
+    return (name if sep else None), counts(sizes)
+
+
+def sizes_for(name: str, specs: list[tuple[str | None, list[float]]] | None) -> list[float] | None:
+    """The size targets of design ``name``: its own ``NAME=SIZES`` (the last given), else
+    the last unnamed ``SIZES``, else None (its compact ladder)."""
+    chosen = {key: sizes for key, sizes in specs or []}
+    return chosen.get(name, chosen.get(None))
 
 
 def training_flops(plan: Plan) -> float:
@@ -234,7 +251,12 @@ def table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--sizes", type=counts, help="the same parameter targets for every design (e.g. 10M,100M,1B)"
+        "--sizes",
+        type=size_spec,
+        action="append",
+        metavar="[NAME=]SIZES",
+        help="parameter targets for every design (e.g. 10M,100M,1B), or NAME=SIZES for one "
+        "design (repeatable; e.g. llama=4k,15k,33k,60k,120k,250k)",
     )
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument(
