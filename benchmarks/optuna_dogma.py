@@ -23,7 +23,9 @@ row with the space's cost metrics), so `benchmarks.search_flops` reads it exactl
 engine run. A repeated proposal is answered from the store (free, like the engine's
 cache). The trial's parameters and distributions are stored with the birth (`change`),
 so an interrupted run resumes with its trials replayed into a fresh study (pruned
-proposals, which cost nothing, are not replayed).
+proposals, which cost nothing, are not replayed). The run's stored config records Optuna's
+version (`"optuna"`): TPE's proposals change between releases (5.0.0 and 5.1.0 gave other
+runs on the same seeds), so a run is resumed only under the version that began it.
 """
 
 from __future__ import annotations
@@ -114,6 +116,15 @@ def _replay(study: Any, store: Store, run_id: str) -> int:
     return 0 if record is None else record.generations
 
 
+def check_version(store: Store, run_id: str, version: str) -> None:
+    """Refuse (ValueError) to resume a run that another Optuna version began (runs stored
+    before the version was recorded are resumed as they are)."""
+    record = store.get_run(run_id)
+    began = (record.config if record is not None else {}).get("optuna")
+    if began is not None and began != version:
+        raise ValueError(f"run {run_id} began under Optuna {began}, not {version}: resume it under {began}")
+
+
 def run_optuna(
     store: Store,
     config: RunConfig,
@@ -134,7 +145,11 @@ def run_optuna(
     space = SPACES[config.space].from_config(config)
     pinned = dict(getattr(space, "pinned", {}))
     if run_id is None:
-        run_id = store.create_run({**config.to_dict(), "arm": OPERATOR}, config.seed, config.task)
+        run_id = store.create_run(
+            {**config.to_dict(), "arm": OPERATOR, "optuna": optuna.__version__}, config.seed, config.task
+        )
+    else:
+        check_version(store, run_id, optuna.__version__)
     store.set_run_status(run_id, "running")
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=config.seed))
     generation = _replay(study, store, run_id)

@@ -251,6 +251,15 @@ def run_one(job: tuple[str, int, dict[str, Any], float, str, int]) -> dict[str, 
     with Store(f"sqlite:///{db}") as store:
         if done.get("run_id"):
             check_settings(store, done["run_id"], config, side)
+            if arm == "optuna":
+                import optuna
+
+                from benchmarks.optuna_dogma import check_version
+
+                try:
+                    check_version(store, done["run_id"], optuna.__version__)
+                except ValueError as e:
+                    raise StoredRunMismatch(f"{side.with_suffix('.db')}: {e}") from None
         if not (done.get("budget") == budget and done.get("searched")):
             runs = store.list_runs("search")
             if arm == "optuna":
@@ -350,6 +359,11 @@ def report(
         f"{'full evals':>11}{'FLOPs':>10}"
     )
     summary: dict[str, Any] = {"budget_flops": budget, "arms": {}}
+    if "optuna" in arms:
+        import optuna
+
+        print(f"(optuna: Optuna {optuna.__version__}'s default sampler)")
+        summary["optuna_version"] = optuna.__version__
     for arm in arms:
         rs = results[arm]
         s, o = (

@@ -213,6 +213,20 @@ def test_optuna_arm_stops_at_the_budget_and_resumes(tmp_path: Path) -> None:
         assert all(r.fidelity == SHARED["steps"] for r in pool.requests)
 
 
+def test_optuna_runs_record_their_version_and_resume_only_under_it(tmp_path: Path) -> None:
+    optuna = pytest.importorskip("optuna")
+    from benchmarks.optuna_dogma import check_version, run_optuna
+
+    config = arm_config("optuna", 4, SHARED)
+    with open_store(tmp_path / "optuna.db") as store:
+        run_id = run_optuna(store, config, FakePool(), FLOPS_PER_STEP * SHARED["steps"])
+        record = store.get_run(run_id)
+        assert record is not None and record.config["optuna"] == optuna.__version__
+        check_version(store, run_id, optuna.__version__)
+        with pytest.raises(ValueError, match="began under Optuna .*, not 0.0.1"):
+            check_version(store, run_id, "0.0.1")
+
+
 # -- the incumbent, re-trained ------------------------------------------------------------
 def fake_row(cumulative: int, quality: float | None, genome: str) -> search_flops.Row:
     return search_flops.Row(0, 10, 100, cumulative, quality, genome, "", 1_000, 0)
