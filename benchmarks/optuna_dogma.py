@@ -24,14 +24,15 @@ engine run. A repeated proposal is answered from the store (free, like the engin
 cache). The trial's parameters and distributions are stored with the birth (`change`),
 so an interrupted run resumes with its trials replayed into a fresh study (pruned
 proposals, which cost nothing, are not replayed). The run's stored config records Optuna's
-version (`"optuna"`): TPE's proposals change between releases (5.0.0 and 5.1.0 gave other
-runs on the same seeds), so a run is resumed only under the version that began it.
+version (`"optuna"`): TPE's proposals may change between releases (the DOGMA benchmark's
+Optuna runs changed between two stops, most likely 5.0.0 -> 5.1.0, unrecorded then), so a
+run is resumed or reported only under the version that began it (`version_mismatch`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from evaluation import EvalRequest
@@ -116,13 +117,16 @@ def _replay(study: Any, store: Store, run_id: str) -> int:
     return 0 if record is None else record.generations
 
 
-def check_version(store: Store, run_id: str, version: str) -> None:
-    """Refuse (ValueError) to resume a run that another Optuna version began (runs stored
-    before the version was recorded are resumed as they are)."""
-    record = store.get_run(run_id)
-    began = (record.config if record is not None else {}).get("optuna")
-    if began is not None and began != version:
-        raise ValueError(f"run {run_id} began under Optuna {began}, not {version}: resume it under {began}")
+def version_mismatch(run_config: Mapping[str, Any]) -> str | None:
+    """Why a stored Optuna run may not be resumed or reported under the installed Optuna
+    (None: it may; runs stored before the version was recorded pass)."""
+    began = run_config.get("optuna")
+    if began is None:
+        return None
+    import optuna
+
+    now = optuna.__version__
+    return None if began == now else f"began under Optuna {began}, not {now}: resume it under {began}"
 
 
 def run_optuna(
@@ -148,8 +152,8 @@ def run_optuna(
         run_id = store.create_run(
             {**config.to_dict(), "arm": OPERATOR, "optuna": optuna.__version__}, config.seed, config.task
         )
-    else:
-        check_version(store, run_id, optuna.__version__)
+    elif why := version_mismatch(getattr(store.get_run(run_id), "config", None) or {}):
+        raise ValueError(f"run {run_id} {why}")
     store.set_run_status(run_id, "running")
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=config.seed))
     generation = _replay(study, store, run_id)

@@ -89,6 +89,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from benchmarks import search_flops, search_stats  # noqa: E402
+from benchmarks.optuna_dogma import version_mismatch  # noqa: E402
 from benchmarks.search_baselines import BASELINES, run_baselines  # noqa: E402
 from benchmarks.search_retrain import (  # noqa: E402
     known_retrains,
@@ -231,6 +232,8 @@ def check_settings(store: Store, run_id: str, config: RunConfig, side: Path) -> 
         raise StoredRunMismatch(
             f"{side.with_suffix('.db')} holds a run of other settings ({shown}): move it away"
         )
+    if why := version_mismatch(stored):  # an Optuna run: the same Optuna, or its result is another's
+        raise StoredRunMismatch(f"{side.with_suffix('.db')}: its run {why}")
 
 
 def run_one(job: tuple[str, int, dict[str, Any], float, str, int]) -> dict[str, Any]:
@@ -251,15 +254,6 @@ def run_one(job: tuple[str, int, dict[str, Any], float, str, int]) -> dict[str, 
     with Store(f"sqlite:///{db}") as store:
         if done.get("run_id"):
             check_settings(store, done["run_id"], config, side)
-            if arm == "optuna":
-                import optuna
-
-                from benchmarks.optuna_dogma import check_version
-
-                try:
-                    check_version(store, done["run_id"], optuna.__version__)
-                except ValueError as e:
-                    raise StoredRunMismatch(f"{side.with_suffix('.db')}: {e}") from None
         if not (done.get("budget") == budget and done.get("searched")):
             runs = store.list_runs("search")
             if arm == "optuna":

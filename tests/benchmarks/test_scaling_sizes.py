@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,8 +30,11 @@ def test_an_unknown_design_is_refused() -> None:
 
 
 def test_the_estimate_gives_each_design_its_own_ladder(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--estimate", "--json", "--only", "llama,mamba", "--sizes", "llama=3.7k,15k,33k,60k,119k,250k"]
-    assert scaling.main(argv) == 0
-    designs = json.loads(capsys.readouterr().out)["designs"]
-    assert len(designs["llama"]["sizes"]) == 6
-    assert designs["mamba"]["sizes"] == [3_392, 9_984, 39_504, 146_720]  # its compact ladder
+    def estimate(*argv: str) -> dict[str, Any]:
+        assert scaling.main(["--estimate", "--json", "--only", "llama,mamba", *argv]) == 0
+        return dict(json.loads(capsys.readouterr().out)["designs"])
+
+    compact = estimate()
+    own = estimate("--sizes", "llama=3.7k,15k,33k,60k,119k,250k")
+    assert len(own["llama"]["sizes"]) == 6 and len(compact["llama"]["sizes"]) == 4
+    assert own["mamba"]["sizes"] == compact["mamba"]["sizes"]  # its compact ladder, untouched

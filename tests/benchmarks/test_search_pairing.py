@@ -215,16 +215,24 @@ def test_optuna_arm_stops_at_the_budget_and_resumes(tmp_path: Path) -> None:
 
 def test_optuna_runs_record_their_version_and_resume_only_under_it(tmp_path: Path) -> None:
     optuna = pytest.importorskip("optuna")
-    from benchmarks.optuna_dogma import check_version, run_optuna
+    from benchmarks.optuna_dogma import run_optuna, version_mismatch
 
     config = arm_config("optuna", 4, SHARED)
     with open_store(tmp_path / "optuna.db") as store:
         run_id = run_optuna(store, config, FakePool(), FLOPS_PER_STEP * SHARED["steps"])
         record = store.get_run(run_id)
         assert record is not None and record.config["optuna"] == optuna.__version__
-        check_version(store, run_id, optuna.__version__)
-        with pytest.raises(ValueError, match="began under Optuna .*, not 0.0.1"):
-            check_version(store, run_id, "0.0.1")
+        assert version_mismatch(record.config) is None
+        assert version_mismatch({}) is None  # stored before versions were recorded
+        why = version_mismatch({**record.config, "optuna": "0.0.1"})
+        assert why is not None and why.startswith(f"began under Optuna 0.0.1, not {optuna.__version__}")
+        # the benchmark refuses to report or resume a run another Optuna began, in one line
+        other = store.create_run({**record.config, "optuna": "0.0.1"}, 4, config.task)
+        check_settings(store, run_id, config, tmp_path / "optuna.json")
+        with pytest.raises(StoredRunMismatch, match="its run began under Optuna 0.0.1"):
+            check_settings(store, other, config, tmp_path / "optuna.json")
+        with pytest.raises(ValueError, match=f"run {other} began under Optuna 0.0.1"):
+            run_optuna(store, config, FakePool(), FLOPS_PER_STEP * SHARED["steps"], run_id=other)
 
 
 # -- the incumbent, re-trained ------------------------------------------------------------
