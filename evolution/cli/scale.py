@@ -30,7 +30,13 @@ from evolution.cli.tasks import (
 from evolution.cli.training import add_training_options, check_training_options
 from evolution.errors import UsageError
 from evolution.progress import ladder_point_printer
-from evolution.scale.defaults import DEFAULT_SEEDS, DEFAULT_TASK, DEFAULT_TIMEOUT_S, DEFAULT_TOKENS_PER_PARAM
+from evolution.scale.defaults import (
+    DEFAULT_MINUTES,
+    DEFAULT_SEEDS,
+    DEFAULT_TASK,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_TOKENS_PER_PARAM,
+)
 from evolution.scale.ladder import AXES, Design
 from genome import Genome, GenomeError, load_genome
 
@@ -105,6 +111,15 @@ def add_scale_command(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="K",
         help=f"seeds per size (default {DEFAULT_SEEDS})",
     )
+    scale.add_argument(
+        "--minutes",
+        type=float,
+        default=DEFAULT_MINUTES,
+        metavar="M",
+        help=f"without --tokens-per-param/--tokens: lower the default {DEFAULT_TOKENS_PER_PARAM:g} tokens "
+        f"per parameter (to 10, 5, 2.5) until a short probe projects the ladder within M minutes here "
+        f"(default {DEFAULT_MINUTES:g}; 0: always {DEFAULT_TOKENS_PER_PARAM:g})",
+    )
     scale.add_argument("--against", metavar="OTHER", help="a second design: fit both and compare them")
     scale.add_argument(
         "--boot", type=int, default=1000, metavar="B", help="bootstrap replicates of the fit (default 1000)"
@@ -135,6 +150,8 @@ def _design(target: str, store_url: str, pinned: dict[str, Any], plugins: tuple[
 
 def _check(args: argparse.Namespace) -> None:
     check_training_options(args)
+    if not (math.isfinite(args.minutes) and 0 <= args.minutes <= 100_000):
+        raise UsageError(f"--minutes {args.minutes:g}: from 0 (no time budget) to 100000")
     if not min_boot(0.95) <= args.boot <= 100_000:
         raise UsageError(f"--boot {args.boot}: from {min_boot(0.95)} to 100000")
     for name in ("tokens_per_param", "tokens", "sizes"):
@@ -149,9 +166,11 @@ def _check(args: argparse.Namespace) -> None:
 
 def plans(args: argparse.Namespace) -> list[Any]:
     """The ladder of TARGET and, with ``--against``, OTHER's at the same sizes; every
-    refusal is a one-line ``UsageError``."""
+    refusal is a one-line ``UsageError``. Without ``--tokens-per-param`` or ``--tokens`` the
+    tokens per parameter are the default's, lowered until the ladder's projected time here
+    fits ``--minutes`` (`evolution.scale.pace`; ``args.default_budget`` says what was chosen)."""
     from evaluation.tasks import get_task  # torch, as the training side below
-    from evolution.scale.train import Budget, make_plan
+    from evolution.scale.train import Budget
 
     _check(args)
     args.task = pin_task_option(args.task)  # a user's task: imported and pinned, named on stderr
@@ -161,26 +180,75 @@ def plans(args: argparse.Namespace) -> list[Any]:
     except ValueError as e:
         raise UsageError(str(e)) from None
     pinned = {"vocab": task.vocab_size, "max_len": task.seq_len}
+    args.default_budget = None
+    if args.tokens is not None:
+        return _plans(args, pinned, [Budget(tokens=round(t)) for t in args.tokens])
+    if args.tokens_per_param is not None or not args.minutes:
+        return _plans(
+            args, pinned, [Budget(per_param=r) for r in args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]]
+        )
+    from evolution.scale.pace import RATIOS, choose
+
+    first = _plans(args, pinned, [Budget(per_param=RATIOS[0])])
+
+    def plans_at(r: float) -> list[Any]:  # the 20-token ladder's sizes, fewer tokens
+        if r == RATIOS[0]:
+            return first
+        sizes = [[rung.params for rung in plan.rungs] for plan in first]
+        return _plans(args, pinned, [Budget(per_param=r)], sizes)
+
+    chosen, args.default_budget = choose(
+        plans_at, lambda ps: _stored(args.store, ps), args.minutes, args.workers
+    )
+    return chosen
+
+
+def _stored(url: str, plans: list[Any]) -> bool:
+    """Whether the store at ``url`` holds the run of ``plans``' first ladder."""
+    from store.records import StoreError
+
+    key = plans[0].ladder_key()
     try:
-        if args.tokens is not None:
-            budgets = [Budget(tokens=round(t)) for t in args.tokens]
-        else:
-            budgets = [Budget(per_param=r) for r in args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]]
+        with output.open_reader(url) as store:
+            return any(r.config.get("ladder") == key for r in store.list_runs("scale"))
+    except StoreError:  # no store yet (or one this command will refuse when it opens it)
+        return False
+
+
+def _plans(
+    args: argparse.Namespace,
+    pinned: dict[str, Any],
+    budgets: list[Any],
+    sizes: list[list[float]] | None = None,
+) -> list[Any]:
+    """TARGET's plan under ``budgets`` (and OTHER's with ``--against``), at ``sizes`` (one
+    list per plan) instead of the given or default sizes when set."""
+    from evolution.scale.train import make_plan
+
+    try:
         design = _design(args.target, args.store, pinned, args.plugins)
-        out = [make_plan(design, args.axis, args.task, args.sizes, budgets, args.seeds, args.timeout)]
+        own = sizes[0] if sizes else args.sizes
+        out = [make_plan(design, args.axis, args.task, own, budgets, args.seeds, args.timeout)]
         if args.against:  # OTHER at TARGET's sizes, as near as its axis allows
             other = _design(args.against, args.store, pinned, args.plugins)
-            given = args.sizes is not None
-            sizes = args.sizes or [r.params for r in out[0].rungs]
-            try:
+            if sizes:
                 out.append(
-                    make_plan(other, args.axis, args.task, sizes, budgets, args.seeds, args.timeout, given)
+                    make_plan(other, args.axis, args.task, sizes[1], budgets, args.seeds, args.timeout)
                 )
-            except LadderError:
-                if given:
-                    raise
-                # its own default ladder; the overlap with TARGET's is checked below
-                out.append(make_plan(other, args.axis, args.task, None, budgets, args.seeds, args.timeout))
+            else:
+                given = args.sizes is not None
+                at = args.sizes or [r.params for r in out[0].rungs]
+                try:
+                    out.append(
+                        make_plan(other, args.axis, args.task, at, budgets, args.seeds, args.timeout, given)
+                    )
+                except LadderError:
+                    if given:
+                        raise
+                    # its own default ladder; the overlap with TARGET's is checked below
+                    out.append(
+                        make_plan(other, args.axis, args.task, None, budgets, args.seeds, args.timeout)
+                    )
     except LadderError as e:
         raise UsageError(str(e)) from None
     if len(out) > 1:
@@ -217,6 +285,8 @@ def cmd_scale(args: argparse.Namespace) -> int:
         recorders = [Recorder(store, plan) for plan in ladders]
         todo = [(rec, p) for rec in recorders for p in rec.lookup()]
         if not quiet:
+            if args.default_budget is not None:
+                err.print(f"budget: {args.default_budget.message()}")
             for rec in recorders:
                 _announce(err, rec)
         try:
@@ -239,6 +309,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
     finally:
         store.close()
     data["trained"] = len(todo)
+    data["default_budget"] = None if args.default_budget is None else args.default_budget.to_dict()
     data["wall_seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
         output.emit_json(data)

@@ -13,10 +13,14 @@ LADDER_TOKENS_PER_PARAM = 5.0
 # the KJV and Wikipedia articles (evaluation.tasks.corpus): real English, split by document
 DEFAULT_TASK = "bytelm_en"
 DEFAULT_SEEDS = 2
+# `evolve scale`'s default tokens per parameter is lowered until a probe projects the ladder
+# within this many minutes here (evolution.scale.pace)
+DEFAULT_MINUTES = 30.0
 DEFAULT_TIMEOUT_S = 86_400.0  # per point: a ladder's largest rung may train for hours
 MAX_SEEDS = 100
 
 __all__ = [
+    "DEFAULT_MINUTES",
     "DEFAULT_SEEDS",
     "DEFAULT_TASK",
     "LADDER_TOKENS_PER_PARAM",

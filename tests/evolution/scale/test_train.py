@@ -26,6 +26,7 @@ from evolution.cli import scale as scale_cli
 from evolution.cli.main import main
 from evolution.config import RunConfig
 from evolution.engine import Engine
+from evolution.scale import pace
 from evolution.scale import train as scale
 from evolution.scale.ladder import Design, Shape, ladder
 from genome import Genome, load_genome
@@ -106,6 +107,20 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> Pools:
     fake = Pools()
     monkeypatch.setattr(scale_cli, "_pool", fake)
     return fake
+
+
+@pytest.fixture(autouse=True)
+def quick_pace(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The default budget's probe (`evolution.scale.pace`) without training: a pace of 1 ms a
+    step per 1M parameters (every default ladder fits), the probed genome ids in the list."""
+    probed: list[str] = []
+
+    def probe(genome: Genome, task: str, seed: int, threads: int) -> pace.Pace:
+        probed.append(genome.id)
+        return pace.Pace(0.0, 1e-3 * account(genome).non_embedding_params / 1e6)
+
+    monkeypatch.setattr(pace, "probe", probe)
+    return probed
 
 
 def evolve(*argv: str) -> tuple[int, str, str]:
@@ -343,6 +358,41 @@ def test_against_with_default_sizes_takes_the_nearest_models_of_the_other_axis(t
     assert lo == max(mine[0], theirs[0]) and hi == min(mine[-1], theirs[-1])
     for d in (data, data["other"]):  # 20 tokens per parameter, within 4 passes over the text
         assert d["regime"]["scaling_law"] and d["regime"]["max_epochs"] <= 4
+
+
+def test_the_default_budget_lowers_the_tokens_and_a_rerun_resumes_its_ladder(tmp_path, pools, monkeypatch):
+    argv = ["scale", "preset:gpt2-small", "--sizes", SIZES, "--json", "--workers", "1"]
+    code, out, err = evolve(*argv, "--minutes", "0", "--store", f"sqlite:///{tmp_path / 'free.db'}")
+    assert code == 0, err  # no budget: 20 tokens per parameter, no probe
+    free = json.loads(out)
+    assert free["default_budget"] is None and free["budgets"] == [{"tokens_per_param": 20.0}]
+
+    def slow(genome: Genome, task: str, seed: int, threads: int) -> pace.Pace:
+        return pace.Pace(0.0, 1e3 * account(genome).non_embedding_params / 1e6)
+
+    monkeypatch.setattr(pace, "probe", slow)
+    budget = sum(p["steps"] * 1e3 * p["params"] / 1e6 for p in free["points"]) / 60 / 3  # a third of 20's
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    code, out, err = evolve(*argv, "--minutes", f"{budget:g}", "--store", db)
+    assert code == 0, err
+    data = json.loads(out)
+    chosen = data["default_budget"]
+    assert (
+        chosen["tokens_per_param"] == 5.0 and chosen["projected_s"] <= 60 * budget and not chosen["resumed"]
+    )
+    assert [p["tokens_per_param"] for p in chosen["projections"]] == [20, 10, 5] and data["budgets"] == [
+        {"tokens_per_param": 5.0}
+    ]
+    assert [r["params"] for r in data["rungs"]] == [r["params"] for r in free["rungs"]]  # the same sizes
+    assert data["regime"]["name"] == "proportional" and data["trained"] == 8
+    assert "budget: 5 tokens per parameter (not 20)" in err
+    monkeypatch.setattr(pace, "probe", None)  # a rerun finds its ladder in the store: no probe
+    code, out, err = evolve(*argv, "--store", db)
+    again = json.loads(out)
+    assert code == 0 and again["run_id"] == data["run_id"] and again["trained"] == 0
+    assert again["default_budget"]["resumed"] and again["default_budget"]["tokens_per_param"] == 5.0
+    code, _, err = evolve(*argv, "--minutes", "-1", "--store", db)
+    assert code == 2 and err.count("\n") == 1 and "--minutes" in err
 
 
 def test_several_token_budgets_fit_the_loss_surface(tmp_path, pools):
