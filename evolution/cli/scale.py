@@ -118,7 +118,7 @@ def add_scale_command(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="M",
         help=f"without --tokens-per-param/--tokens: lower the default {DEFAULT_TOKENS_PER_PARAM:g} tokens "
         f"per parameter (to 10, 5, 2.5) until a short probe projects the ladder within M minutes here "
-        f"(default {DEFAULT_MINUTES:g}; 0: always {DEFAULT_TOKENS_PER_PARAM:g})",
+        f"(default {DEFAULT_MINUTES:g}; 0, or with --ray-address: always {DEFAULT_TOKENS_PER_PARAM:g})",
     )
     scale.add_argument("--against", metavar="OTHER", help="a second design: fit both and compare them")
     scale.add_argument(
@@ -183,7 +183,9 @@ def plans(args: argparse.Namespace) -> list[Any]:
     args.default_budget = None
     if args.tokens is not None:
         return _plans(args, pinned, [Budget(tokens=round(t)) for t in args.tokens])
-    if args.tokens_per_param is not None or not args.minutes:
+    if (
+        args.tokens_per_param is not None or not args.minutes or args.ray_address
+    ):  # a cluster: not probed here
         return _plans(
             args, pinned, [Budget(per_param=r) for r in args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]]
         )

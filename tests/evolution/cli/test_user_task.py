@@ -202,7 +202,12 @@ def test_scale_and_calibrate_plan_on_the_pinned_task(tmp_path, monkeypatch, comm
     name = f"planned_parity_{command}"
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(SOURCE))
     monkeypatch.syspath_prepend(str(tmp_path))
-    extra = ["preset:gpt2-small", "--sizes", "1e4,3e4,1e5,5e5"] if command == "scale" else ["--random", "4"]
+    # (--minutes 0: plan only, no probe of the rungs' pace)
+    extra = (
+        ["preset:gpt2-small", "--sizes", "1e4,3e4,1e5,5e5", "--minutes", "0"]
+        if command == "scale"
+        else ["--random", "4"]
+    )
     args = build_parser().parse_args([command, *extra, "--task", f"{name}:Parity?length=6"])
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):

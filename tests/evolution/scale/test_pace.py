@@ -10,7 +10,7 @@ import pytest
 
 from evolution.scale import train as scale
 from evolution.scale.ladder import Design
-from evolution.scale.pace import RATIOS, Pace, choose, makespan, probe, projected_seconds
+from evolution.scale.pace import RATIOS, Pace, SideBySide, choose, makespan, probe, projected_seconds
 from genome import load_genome
 
 PINNED = {"vocab": 257, "max_len": 64}  # bytelm's
@@ -83,8 +83,15 @@ def test_a_pace_that_cannot_be_measured_keeps_the_default():
     assert plans is made[20.0] and choice.ratio == 20.0 and "no probe" in choice.message()
 
 
-def test_a_real_probe_measures_a_positive_pace():
+def test_a_real_probe_measures_a_positive_pace_alone_and_side_by_side():
     (plan,) = plans_at(20)
-    pace = probe(plan.rungs[0].genome, "bytelm_en", seed=0, threads=1)
-    assert pace is not None and pace.step_s > 0 and pace.overhead_s >= 0
-    assert math.isfinite(pace.seconds(100)) and pace.seconds(100) > pace.seconds(10)
+    genome = plan.rungs[0].genome
+    alone = probe(genome, "bytelm_en", seed=0, threads=1)
+    assert alone is not None and alone.step_s > 0 and alone.overhead_s >= 0
+    assert math.isfinite(alone.seconds(100)) and alone.seconds(100) > alone.seconds(10)
+    two = SideBySide(2, 1)
+    try:  # two processes at once, the slower's pace
+        pair = two(genome, "bytelm_en")
+    finally:
+        two.close()
+    assert pair is not None and pair.step_s > 0 and two.pool is None

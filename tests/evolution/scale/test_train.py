@@ -109,18 +109,27 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> Pools:
     return fake
 
 
+def paced(seconds_per_step_per_1m: float) -> type:
+    """Stands for `pace.SideBySide` (the default budget's probe): a pace proportional to the
+    rung's non-embedding parameters, nothing trained."""
+
+    class Fake:
+        def __init__(self, copies: int, threads: int, plugins: Any = ()) -> None:
+            pass
+
+        def __call__(self, genome: Genome, task: str) -> pace.Pace:
+            return pace.Pace(0.0, seconds_per_step_per_1m * account(genome).non_embedding_params / 1e6)
+
+        def close(self) -> None:
+            pass
+
+    return Fake
+
+
 @pytest.fixture(autouse=True)
-def quick_pace(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The default budget's probe (`evolution.scale.pace`) without training: a pace of 1 ms a
-    step per 1M parameters (every default ladder fits), the probed genome ids in the list."""
-    probed: list[str] = []
-
-    def probe(genome: Genome, task: str, seed: int, threads: int) -> pace.Pace:
-        probed.append(genome.id)
-        return pace.Pace(0.0, 1e-3 * account(genome).non_embedding_params / 1e6)
-
-    monkeypatch.setattr(pace, "probe", probe)
-    return probed
+def quick_pace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1 ms a step per 1M parameters: every default ladder fits the time budget."""
+    monkeypatch.setattr(pace, "SideBySide", paced(1e-3))
 
 
 def evolve(*argv: str) -> tuple[int, str, str]:
@@ -367,10 +376,7 @@ def test_the_default_budget_lowers_the_tokens_and_a_rerun_resumes_its_ladder(tmp
     free = json.loads(out)
     assert free["default_budget"] is None and free["budgets"] == [{"tokens_per_param": 20.0}]
 
-    def slow(genome: Genome, task: str, seed: int, threads: int) -> pace.Pace:
-        return pace.Pace(0.0, 1e3 * account(genome).non_embedding_params / 1e6)
-
-    monkeypatch.setattr(pace, "probe", slow)
+    monkeypatch.setattr(pace, "SideBySide", paced(1e3))
     budget = sum(p["steps"] * 1e3 * p["params"] / 1e6 for p in free["points"]) / 60 / 3  # a third of 20's
     db = f"sqlite:///{tmp_path / 'm.db'}"
     code, out, err = evolve(*argv, "--minutes", f"{budget:g}", "--store", db)
@@ -386,11 +392,17 @@ def test_the_default_budget_lowers_the_tokens_and_a_rerun_resumes_its_ladder(tmp
     assert [r["params"] for r in data["rungs"]] == [r["params"] for r in free["rungs"]]  # the same sizes
     assert data["regime"]["name"] == "proportional" and data["trained"] == 8
     assert "budget: 5 tokens per parameter (not 20)" in err
-    monkeypatch.setattr(pace, "probe", None)  # a rerun finds its ladder in the store: no probe
+    monkeypatch.setattr(pace, "SideBySide", None)  # a rerun finds its ladder in the store: no probe
     code, out, err = evolve(*argv, "--store", db)
     again = json.loads(out)
     assert code == 0 and again["run_id"] == data["run_id"] and again["trained"] == 0
     assert again["default_budget"]["resumed"] and again["default_budget"]["tokens_per_param"] == 5.0
+    cluster = ["--ray-address", "127.0.0.1:6379", "--store", f"sqlite:///{tmp_path / 'c.db'}"]
+    code, out, err = evolve(*argv, *cluster)  # a cluster's pace is not this machine's: 20, unprobed
+    assert code == 0, err
+    assert json.loads(out)["default_budget"] is None and json.loads(out)["budgets"] == [
+        {"tokens_per_param": 20.0}
+    ]
     code, _, err = evolve(*argv, "--minutes", "-1", "--store", db)
     assert code == 2 and err.count("\n") == 1 and "--minutes" in err
 
