@@ -183,12 +183,9 @@ def plans(args: argparse.Namespace) -> list[Any]:
     args.default_budget = None
     if args.tokens is not None:
         return _plans(args, pinned, [Budget(tokens=round(t)) for t in args.tokens])
-    if (
-        args.tokens_per_param is not None or not args.minutes or args.ray_address
-    ):  # a cluster: not probed here
-        return _plans(
-            args, pinned, [Budget(per_param=r) for r in args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]]
-        )
+    ratios = args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]
+    if args.tokens_per_param is not None or not args.minutes or args.ray_address:  # a cluster: no probe
+        return _plans(args, pinned, [Budget(per_param=r) for r in ratios])
     from evolution.scale.pace import RATIOS, choose
 
     first = _plans(args, pinned, [Budget(per_param=RATIOS[0])])

@@ -5,7 +5,7 @@ lowered until the projection fits.
 `evolve scale` without ``--tokens-per-param`` or ``--tokens`` trains 20 tokens per
 non-embedding parameter (compute-optimal). Designs differ in pace far more than in FLOPs: on
 the 2-core development machine the `dogma` preset's 488k rung trains 2.7k tokens/s (its
-step loops), Llama's 279k rung 15k, so its default ladder took 73 min where Llama's took 8.
+step loops), Llama's 279k rung 15k, so its default ladder took 73 min where Llama's takes 5.
 With ``--minutes M`` (default ``DEFAULT_MINUTES``) the default ratio is the first of
 ``RATIOS`` whose projection is within M minutes: the sizes stay those of the 20-token ladder
 (so the span a fit needs is kept), only the tokens shrink, and the regime says
@@ -13,12 +13,11 @@ With ``--minutes M`` (default ``DEFAULT_MINUTES``) the default ratio is the firs
 
 **The probe** trains each rung ``PROBE_STEPS`` (2, then 6) steps on the threads a worker gets
 (``cores // workers``), in as many processes at once as the pool has workers (``SideBySide``:
-the workers share the cores' caches and memory bandwidth):
-a point of ``s`` steps is projected to take ``overhead + s · step`` seconds, with ``step`` the
-difference of the two trainings per step (the first steps' warm-up cancels) and ``overhead``
-the building and scoring around them, the slowest copy's.
-The points are scheduled largest first on the workers (list scheduling, as the pool
-dispatches them); the projection is the last one's finish.
+the workers share the cores' caches and memory bandwidth): a point of ``s`` steps is projected
+to take ``overhead + s · step`` seconds, with ``step`` the difference of the two trainings per
+step (the first steps' warm-up cancels) and ``overhead`` the building and scoring around them,
+the slowest copy's. The points are scheduled largest first on the workers (list scheduling, as
+the pool dispatches them); the projection is the last one's finish.
 
 **Resume.** The choice depends on this machine's pace, so it is printed and recorded (the
 budget is part of the run's key). Before probing, a stored run of the same ladder under any
