@@ -13,42 +13,36 @@ from benchmarks.screen_audit import Child, children, main, summarise
 from benchmarks.search_dogma import arm_config, drive_engine
 from evaluation import EvalRequest, EvalResult
 from store import Store
+from tests.benchmarks.test_search_pairing import FLOPS_PER_STEP, FakePool
 
 SHARED = {"population": 8, "steps": 10, "max_params": 60_000, "task": "suite"}
 
 
-def fake_quality(genome_id: str) -> float:
-    return int(hashlib.sha256(genome_id.encode()).hexdigest()[:8], 16) / 2**32
+def fake_quality(genome_id: str, steps: int) -> float:
+    """`FakePool`'s quality of a genome at a fidelity."""
+    return int(hashlib.sha256(f"{genome_id}/{steps}".encode()).hexdigest()[:8], 16) / 2**32
 
 
-class LossPool:
-    """Trains nothing: quality from the genome id, the first stage's loss a noisy copy of it."""
+class LossPool(FakePool):
+    """`FakePool` with a held-out loss (3 - quality), which the first stage promotes by."""
 
     def evaluate(
         self, requests: Sequence[EvalRequest], on_result: Callable[[EvalResult], None] | None = None
     ) -> list[EvalResult]:
-        out = []
-        for r in requests:
-            q = fake_quality(r.genome_id)
-            metrics = {
-                "quality": q,
-                "accuracy": q,
-                "loss": 3.0 - q,
-                "steps": r.fidelity,
-                "train_flops": r.fidelity,
-            }
-            result = EvalResult.for_request(r, "ok", metrics=metrics)
+        results = super().evaluate(requests)
+        for result in results:
+            result.metrics["loss"] = 3.0 - result.metrics["quality"]
             if on_result:
                 on_result(result)
-            out.append(result)
-        return out
+        return results
 
 
 def test_children_are_the_bred_ones_with_their_first_stage_and_full_results(tmp_path: Path) -> None:
     config = arm_config("default", 3, SHARED)
-    assert config.first_fidelity is not None
+    first = config.first_fidelity
+    assert first is not None
     with Store(f"sqlite:///{tmp_path / 'run.db'}") as store:
-        run_id = drive_engine(config, store, LossPool(), budget=400)
+        run_id = drive_engine(config, store, LossPool(), budget=400 * FLOPS_PER_STEP)
         kids = children(store, run_id, config)
         bred = {i.genome_id for i in store.individuals(run_id) if i.generation >= 1}
     assert kids and {c.genome_id for c in kids} <= bred
@@ -56,8 +50,8 @@ def test_children_are_the_bred_ones_with_their_first_stage_and_full_results(tmp_
     promoted = [c for c in kids if c.full is not None]
     assert promoted and len(promoted) < len(kids)  # the first stage left some untrained
     for c in kids:
-        assert c.generation >= 1 and c.first_loss == pytest.approx(3.0 - fake_quality(c.genome_id))
-        assert c.full is None or c.full == pytest.approx(fake_quality(c.genome_id))
+        assert c.generation >= 1 and c.first_loss == pytest.approx(3.0 - fake_quality(c.genome_id, first))
+        assert c.full is None or c.full == pytest.approx(fake_quality(c.genome_id, config.steps))
     # the promoted ones are the lowest first-stage losses of their generation
     for g in {c.generation for c in kids}:
         group = sorted((c for c in kids if c.generation == g), key=lambda c: c.first_loss)
@@ -69,7 +63,7 @@ def test_a_single_stage_run_has_nothing_screened(tmp_path: Path) -> None:
     config = arm_config("random", 3, SHARED)
     assert config.first_fidelity is None
     with Store(f"sqlite:///{tmp_path / 'run.db'}") as store:
-        run_id = drive_engine(config, store, LossPool(), budget=100)
+        run_id = drive_engine(config, store, LossPool(), budget=100 * FLOPS_PER_STEP)
         with pytest.raises(ValueError, match="no first stage"):
             children(store, run_id, config)
     assert main(["--store", f"sqlite:///{tmp_path / 'run.db'}", "--out", str(tmp_path / "a.json")]) == 2
