@@ -5,13 +5,14 @@ promoted share (`promote`, by held-out loss) at the full `steps`. The fidelity-t
 audit correlates the promoted children alone, a range-restricted sample; `evolve calibrate`
 measures a fixed panel of presets and random genomes, most of them far apart. Neither says
 what the screen costs where the search spends its children: among the incumbent's
-neighbours. This trains every child of generations >= 1 that the first stage did NOT
-promote at the full fidelity, under the seed its first stage used (the run's seed policy
-derives a genome's training seed without the fidelity, so the promoted ones were trained in
-full under that same seed), and reports per generation:
+neighbours. This trains every child of generations >= 1 (with --from-generation 0, the
+initial population too) that the first stage did NOT promote at the full fidelity, under
+the seed its first stage used (the run's seed policy derives a genome's training seed
+without the fidelity, so the promoted ones were trained in full under that same seed), and
+reports per generation:
 
-    promoted / unpromoted: n, mean and best full-fidelity quality
-    lost: generations whose best unpromoted child beats the best promoted one
+    promoted / unpromoted: n, mean and best full-fidelity quality (and overall: the best
+         unpromoted child, which a search that trained everything in full would have seen)
     rho: Spearman of the first-stage held-out loss against full-fidelity quality over all
          bred children that trained (loss ascending = better; so rho is reported as the
          correlation of -loss with quality), with a 95 % bootstrap interval
@@ -21,7 +22,7 @@ Each child is trained once; the results are kept in --out (a JSON side file) as 
 so an interrupted audit resumes. Run from the repository root:
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/screen_audit.py --store sqlite:///runs.db \
-        --out /tmp/audit.json [--run RUN_ID] [--processes 2] [--json]
+        --out /tmp/audit.json [--run RUN_ID] [--processes 2] [--from-generation 1] [--json]
 """
 
 from __future__ import annotations
@@ -60,14 +61,15 @@ class Child:
     full: float | None  # full-fidelity quality the run measured (None: not promoted)
 
 
-def children(store: Store, run_id: str, config: RunConfig) -> list[Child]:
-    """Bred children (generation >= 1) with an ok first-stage row, each genome once."""
+def children(store: Store, run_id: str, config: RunConfig, first_generation: int = 1) -> list[Child]:
+    """Births of generations >= `first_generation` (1: the bred children; 0: the initial
+    population too) with an ok first-stage row, each genome once."""
     first, full = config.first_fidelity, config.steps
     if first is None:
         raise ValueError(f"run {run_id} has no first stage (first_fidelity off): nothing was screened")
     out: dict[str, Child] = {}
     for rec in store.individuals(run_id):
-        if rec.generation < 1 or rec.genome_id in out:
+        if rec.generation < first_generation or rec.genome_id in out:
             continue
         rows = [e for e in rec.evaluations if e.task == config.task and e.status == "ok"]
         screen = [e for e in rows if e.fidelity == first]
@@ -189,6 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", help="run id (default: the store's only search run)")
     parser.add_argument("--out", required=True, type=Path, help="side file of the trainings (resumed)")
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument(
+        "--from-generation",
+        type=int,
+        default=1,
+        help="first generation audited (1; 0: the initial population too)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with Store(args.store) as store:
@@ -204,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         assert record is not None
         config = RunConfig.from_dict(record.config)
         try:
-            kids = children(store, run_id, config)
+            kids = children(store, run_id, config, args.from_generation)
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -214,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in kids
         if c.full is None and c.genome_id not in done
     ]
-    print(f"run {run_id}: {len(kids)} bred children, {len(jobs)} to train in full", file=sys.stderr)
+    print(f"run {run_id}: {len(kids)} candidates, {len(jobs)} to train in full", file=sys.stderr)
     with ProcessPoolExecutor(max(1, args.processes)) as pool:
         for n, (genome_id, quality) in enumerate(pool.map(train_full, jobs), 1):
             done[genome_id] = quality

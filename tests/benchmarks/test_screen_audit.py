@@ -45,6 +45,8 @@ def test_children_are_the_bred_ones_with_their_first_stage_and_full_results(tmp_
         run_id = drive_engine(config, store, LossPool(), budget=400 * FLOPS_PER_STEP)
         kids = children(store, run_id, config)
         bred = {i.genome_id for i in store.individuals(run_id) if i.generation >= 1}
+        with_seeds = children(store, run_id, config, first_generation=0)
+    assert {c.generation for c in with_seeds if c not in kids} == {0}  # the initial population added
     assert kids and {c.genome_id for c in kids} <= bred
     assert len({c.genome_id for c in kids}) == len(kids)  # each genome once
     promoted = [c for c in kids if c.full is not None]
