@@ -57,8 +57,8 @@ class Child:
     yaml: str
     seed: int
     operator: str | None
-    first_loss: float  # held-out loss at the first stage (nan when it failed)
-    full: float | None  # full-fidelity quality the run measured (None: not promoted)
+    first_loss: float  # held-out loss at the first stage (nan when the row has none)
+    full: float | None  # full-fidelity quality the run measured (0: failed; None: not promoted)
 
 
 def children(store: Store, run_id: str, config: RunConfig, first_generation: int = 1) -> list[Child]:
@@ -71,11 +71,11 @@ def children(store: Store, run_id: str, config: RunConfig, first_generation: int
     for rec in store.individuals(run_id):
         if rec.generation < first_generation or rec.genome_id in out:
             continue
-        rows = [e for e in rec.evaluations if e.task == config.task and e.status == "ok"]
-        screen = [e for e in rows if e.fidelity == first]
+        rows = [e for e in rec.evaluations if e.task == config.task]
+        screen = [e for e in rows if e.fidelity == first and e.status == "ok"]
         if not screen:
             continue
-        trained = [e for e in rows if e.fidelity == full]
+        trained = [e for e in rows if e.fidelity == full]  # promoted: its full row, failed or not
         out[rec.genome_id] = Child(
             rec.generation,
             rec.genome_id,
@@ -83,7 +83,7 @@ def children(store: Store, run_id: str, config: RunConfig, first_generation: int
             screen[0].seed,
             rec.operator,
             float((screen[0].metrics or {}).get("loss", float("nan"))),
-            quality_of(trained[0].metrics) if trained else None,
+            (quality_of(trained[0].metrics) if trained[0].status == "ok" else 0.0) if trained else None,
         )
     return list(out.values())
 

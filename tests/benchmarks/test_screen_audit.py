@@ -92,3 +92,28 @@ def test_summary_counts_what_the_screen_lost() -> None:
     assert s["generations"][2]["recall"] == [1, 1] and s["generations"][2]["rho"] is None  # < 5 pairs
     assert s["all"]["recall"] == [1, 2]  # top 2 overall: b (0.5), a (0.3)
     assert s["best_unpromoted"]["genome_id"] == "b" and s["best_unpromoted"]["quality"] == 0.5
+
+
+class FailingFullPool(LossPool):
+    """`LossPool` whose full-fidelity trainings fail (a timeout) for half of the genomes."""
+
+    def evaluate(
+        self, requests: Sequence[EvalRequest], on_result: Callable[[EvalResult], None] | None = None
+    ) -> list[EvalResult]:
+        out = []
+        for result, request in zip(super().evaluate(requests), requests, strict=True):
+            if request.fidelity == SHARED["steps"] and fake_quality(request.genome_id, 0) < 0.5:
+                result = EvalResult.for_request(request, "timeout", reason="over its limit")
+            if on_result:
+                on_result(result)
+            out.append(result)
+        return out
+
+
+def test_a_promoted_child_whose_full_training_failed_counts_as_promoted_at_zero(tmp_path: Path) -> None:
+    config = arm_config("default", 3, SHARED)
+    with Store(f"sqlite:///{tmp_path / 'run.db'}") as store:
+        run_id = drive_engine(config, store, FailingFullPool(), budget=400 * FLOPS_PER_STEP)
+        kids = children(store, run_id, config)
+    failed = [c for c in kids if fake_quality(c.genome_id, 0) < 0.5 and c.full is not None]
+    assert failed and all(c.full == 0.0 for c in failed)  # never None: it is not retrained
