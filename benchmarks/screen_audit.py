@@ -16,6 +16,7 @@ reports per generation:
     rho: Spearman of the first-stage held-out loss against full-fidelity quality over all
          bred children that trained (loss ascending = better; so rho is reported as the
          correlation of -loss with quality), with a 95 % bootstrap interval
+         (`evaluation.transfer.rank_transfer`: none below 3 pairs, no interval below 6)
     recall: of the k best children in full (k = the number promoted), how many were promoted
 
 Each child is trained once; the results are kept in --out (a JSON side file) as they land,
@@ -39,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from scipy import stats  # noqa: E402
 
 from evaluation import EvalRequest  # noqa: E402
 from evaluation.evaluate import evaluate  # noqa: E402
+from evaluation.transfer import rank_transfer  # noqa: E402
 from evolution.config import RunConfig  # noqa: E402
 from evolution.objectives import quality_of  # noqa: E402
 from store import Store  # noqa: E402
@@ -99,21 +100,6 @@ def train_full(job: tuple[str, str, str, int, int, float | None]) -> tuple[str, 
     return genome_id, quality_of(result.metrics) if result.status == "ok" else 0.0
 
 
-def spearman_interval(
-    x: np.ndarray, y: np.ndarray, draws: int = 2000, seed: int = 0
-) -> tuple[float, float, float]:
-    """Spearman's rho of (x, y) and its 95 % percentile-bootstrap interval over pairs."""
-    rho = float(stats.spearmanr(x, y).statistic)
-    rng = np.random.default_rng(seed)
-    boot = []
-    for _ in range(draws):
-        i = rng.integers(0, len(x), len(x))
-        if len(set(x[i])) > 1 and len(set(y[i])) > 1:
-            boot.append(stats.spearmanr(x[i], y[i]).statistic)
-    low, high = np.percentile(boot, [2.5, 97.5])
-    return rho, float(low), float(high)
-
-
 def summarise(kids: list[Child], trained: dict[str, float]) -> dict[str, Any]:
     """Per generation and overall: the numbers of the module docstring."""
 
@@ -127,7 +113,8 @@ def summarise(kids: list[Child], trained: dict[str, float]) -> dict[str, Any]:
         recall = sum(1 for c in group if c.full is not None and c.genome_id in top)
         pairs = [(-c.first_loss, full[c.genome_id]) for c in group if np.isfinite(c.first_loss)]
         pairs = [(a, float(b)) for a, b in pairs if b is not None]
-        rho = spearman_interval(*map(np.array, zip(*pairs, strict=True))) if len(pairs) >= 5 else None
+        t = rank_transfer([a for a, _ in pairs], [b for _, b in pairs])
+        rho = None if t.spearman is None else (t.spearman, t.spearman_low, t.spearman_high)
         return {
             "promoted": stat(promoted),
             "unpromoted": stat(unpromoted),
@@ -170,7 +157,9 @@ def table(summary: dict[str, Any]) -> str:
     rows = [(str(g), b) for g, b in summary["generations"].items()] + [("all", summary["all"])]
     for name, b in rows:
         p, u = b["promoted"], b["unpromoted"]
-        rho = "-" if b["rho"] is None else f"{b['rho'][0]:+.2f} [{b['rho'][1]:+.2f}, {b['rho'][2]:+.2f}]"
+        rho = "-" if b["rho"] is None else f"{b['rho'][0]:+.2f}"
+        if b["rho"] is not None and b["rho"][1] is not None:
+            rho += f" [{b['rho'][1]:+.2f}, {b['rho'][2]:+.2f}]"
         lines.append(
             f"| {name} | {p['n']}, {p['mean']:.3f}, {p['best']:.3f}"
             f" | {u['n']}, {u['mean']:.3f}, {u['best']:.3f} | {b['recall'][0]} of {b['recall'][1]} | {rho} |"
