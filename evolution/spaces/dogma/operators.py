@@ -17,7 +17,8 @@ by `genome.resize.at_width`), `positions` to a related scheme (the ladders live 
 `guards`); `kind_substitution` stays in
 the base's family (`guards.FAMILY`) with probability `IN_FAMILY`; `homologous_crossover`
 (`evolution.spaces.dogma.crossover`) cuts both parents at one relative position and
-recombines the two aligned regions there.
+recombines the two aligned regions there. `implicit_positions` is the one operator of two
+coupled changes (no positions, an order-carrying mixer first): each alone mostly loses.
 """
 
 from __future__ import annotations
@@ -481,6 +482,39 @@ def structural_change(doc: Doc, rng: random.Random) -> Variation:
     return Variation("structural_change", doc, {"location": f"s.{name}", "before": before, "after": after})
 
 
+# Mixers that carry token order by construction: a recurrence or a causal convolution reads
+# its inputs in sequence, so a model with one of these first needs no position scheme.
+ORDER_MIXERS = ("lstm", "gru", "rglru", "conv")
+
+
+def implicit_positions(doc: Doc, rng: random.Random) -> Variation:
+    """Take the model's token order from a mixer instead of a position scheme, in one move:
+    `positions` becomes `none` and a new coding region of one order-carrying mixer (a kind of
+    `ORDER_MIXERS`, default params: an LSTM/GRU/RG-LRU d_model wide, a conv of kernel 4) goes
+    before every other region. The two halves are one operator because each alone mostly
+    loses: on the default run's plateau incumbents (learned-position MLA models, quality 0.39
+    -0.40) dropping the positions alone scored 0.15-0.16 and a conv region first 0.25-0.37,
+    both together 0.47-0.67 (`benchmarks/two_moves.py`, docs/results.md), a valley that
+    single mutations cross in none of 1,500 two- and three-step chains. A genome already
+    without positions whose first expressed mixer carries order is left to other operators."""
+    settings = doc["regions"][0]["settings"]
+    before = settings.get("positions", STRUCTURAL["positions"].default)
+    mixers = guards.mixers_of_doc(doc)
+    if before == "none" and mixers and mixers[0].kind in ORDER_MIXERS:
+        raise Discard("the model already takes its order from its first mixer")
+    kind = rng.choice(ORDER_MIXERS)
+    rid = fresh_id(doc, "c")
+    doc["regions"].insert(
+        1, {"id": rid, "type": "coding", "bases": [{"base": "T", "kind": kind, "params": {}}]}
+    )
+    settings["positions"] = "none"
+    return Variation(
+        "implicit_positions",
+        doc,
+        {"location": "s.positions", "before": before, "after": f"none + {rid}:[T:{kind}]"},
+    )
+
+
 MUTATIONS: dict[str, Callable[..., Variation]] = {
     "point_substitution": point_substitution,
     "kind_substitution": kind_substitution,
@@ -491,6 +525,7 @@ MUTATIONS: dict[str, Callable[..., Variation]] = {
     "regulatory_cascade": regulatory_cascade,
     "promoter_change": promoter_change,
     "structural_change": structural_change,
+    "implicit_positions": implicit_positions,
 }
 
 

@@ -172,3 +172,58 @@ def test_repair_drops_an_edge_into_a_regulator_that_lost_its_signal():
     repaired = Genome.from_dict(repair(doc, PINNED))
     assert ("r1", "r2", "represses") not in _regulatory_edges(repaired)
     assert ("r1", "c2", "activates") in _regulatory_edges(repaired)
+
+
+def test_implicit_positions_drops_the_scheme_and_puts_an_order_mixer_first():
+    """The coupled move: positions none and one order-carrying mixer before every region;
+    the parent's regions follow unchanged, every kind of `ORDER_MIXERS` is drawn, and a
+    model that already takes its order from its first mixer is left alone."""
+    from evolution.spaces.dogma import guards
+    from evolution.spaces.dogma.operators import ORDER_MIXERS
+
+    fix = lambda d: repair(d, PINNED)  # noqa: E731
+    learned = {"positions": "learned", "d_model": 32, **PINNED}
+    attention = {"base": "T", "kind": "attention", "params": {"heads": 2}}
+    parent = Genome.from_dict(
+        {
+            "regions": [
+                {"id": "s0", "type": "structural", "settings": learned},
+                {
+                    "id": "c1",
+                    "type": "coding",
+                    "bases": [attention, {"base": "A", "kind": "mlp", "params": {}}],
+                },
+            ],
+            "edges": [],
+        }
+    )
+    drawn = set()
+    for k in range(40):
+        child = vary("implicit_positions", [parent], random.Random(k), fix).genome
+        doc = child.to_dict()
+        assert child.structural["positions"] == "none"
+        first = guards.mixers_of_doc(doc)[0]
+        assert first.kind in ORDER_MIXERS and first.region_index == 1
+        assert doc["regions"][1]["bases"] == [
+            b for b in doc["regions"][1]["bases"] if b["kind"] == first.kind
+        ]
+        assert [r["bases"] for r in doc["regions"][2:]] == [
+            r["bases"] for r in parent.to_dict()["regions"][1:]
+        ]
+        drawn.add(first.kind)
+    assert drawn == set(ORDER_MIXERS)
+    done = vary("implicit_positions", [parent], random.Random(0), fix).genome
+    with pytest.raises(Discard, match="already takes its order"):
+        vary("implicit_positions", [done], random.Random(0), fix)
+    # without positions but attention first, the move still puts an order mixer in front
+    unordered = Genome.from_dict(
+        {
+            **parent.to_dict(),
+            "regions": [
+                {"id": "s0", "type": "structural", "settings": {**learned, "positions": "none"}},
+                *parent.to_dict()["regions"][1:],
+            ],
+        }
+    )
+    child = vary("implicit_positions", [unordered], random.Random(1), fix).genome
+    assert guards.mixers_of_doc(child.to_dict())[0].kind in ORDER_MIXERS

@@ -27,15 +27,30 @@ PINNED = {"vocab": 32, "max_len": 24}
 # sha256 of the ids `draws` gives with the built-ins alone, computed by the code before
 # plugin kinds existed (main at fc014bf): a change here changes every seeded search
 BEFORE_PLUGINS = "08ae11b84b47c452"
+# the operators of that code; one added since (`implicit_positions`) draws after them in
+# `draws` and is left out of the pinned digest, which it would change by existing
+PINNED_OPERATORS = (
+    "base_deletion",
+    "base_insertion",
+    "kind_substitution",
+    "point_substitution",
+    "promoter_change",
+    "region_duplication",
+    "regulatory_cascade",
+    "regulatory_rewiring",
+    "structural_change",
+)
 
 
-def draws(space: DogmaSpace) -> list[str]:
-    """Seeded generation 0, samples, and 12 children of every operator and of crossover."""
+def draws(space: DogmaSpace, pinned_only: bool = False) -> list[str]:
+    """Seeded generation 0, samples, and 12 children of every operator (the pinned ones
+    first, in order; the later ones unless ``pinned_only``) and of crossover."""
     ids = [g.id for g in space.initial(16, random.Random(7))]
     ids += [space.sample(random.Random(100 + k)).id for k in range(8)]
     parents = space.initial(8, random.Random(8))
     rng = random.Random(9)
-    for op in [*sorted(space.operators), "x"]:
+    later = [] if pinned_only else sorted(set(space.operators) - set(PINNED_OPERATORS))
+    for op in [*PINNED_OPERATORS, "x", *later]:
         for k in range(12):
             try:
                 if op == "x":
@@ -55,7 +70,7 @@ def digest(ids: list[str]) -> str:
 def test_a_plugin_loaded_but_not_enabled_leaves_a_seeded_search_as_it_was():
     plain = DogmaSpace(PINNED, 24, 400_000)
     before = draws(plain)
-    assert digest(before) == BEFORE_PLUGINS
+    assert digest(draws(plain, pinned_only=True)) == BEFORE_PLUGINS
     genome = plain.initial(4, random.Random(7))[-1]
     features = dogma_features(genome, 24)
     with loaded_plugin("gated_deltanet") as record:
