@@ -106,6 +106,10 @@ class SearchSpace(Protocol):
         violation(genome)           why a genome breaks a hard constraint, or None
         features(genome)            cheap numeric features (the surrogate's inputs)
         family(genome)              a short name of its design family (diversity reports)
+        niche(genome)               the stratum a first stage ranks within: promotion keeps
+                                    places for niches the first stage's order leaves out
+                                    (`evaluating.with_niches`); one value for a space whose
+                                    candidates all compare alike
     """
 
     name: str
@@ -139,6 +143,7 @@ class SearchSpace(Protocol):
     def violation(self, genome: Any) -> str | None: ...
     def features(self, genome: Any) -> dict[str, float]: ...
     def family(self, genome: Any) -> str: ...
+    def niche(self, genome: Any) -> str: ...
 
 
 __all__ = ["Genotype", "SearchSpace"]

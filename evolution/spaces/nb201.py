@@ -306,6 +306,10 @@ class NB201Space:
         """The distinct operations other than `none` the cell uses, e.g. `conv3x3+skip`."""
         return "+".join(sorted({op for op in genome.ops if op != "none"})) or "empty"
 
+    def niche(self, genome: CellGenome) -> str:
+        """One niche: a looked-up cell has no first stage to rank it."""
+        return "cell"
+
 
 def observe(cell: CellGenome, dataset: str, seed: int) -> dict[str, float]:
     """One noisy observation: the metrics of one training seed drawn from `seed`."""

@@ -294,3 +294,43 @@ def test_a_stored_run_without_promote_by_resumes_promoting_by_quality():
     assert RunConfig.from_dict(stored).promote_by == "quality"
     with pytest.raises(ValueError, match="promote_by"):
         RunConfig(promote_by="accuracy")
+
+
+def test_a_first_stage_keeps_places_for_the_niches_its_order_leaves_out(store):
+    """Of k ≥ 4 promoted places, ⌊k/4⌋ go to the best of each niche (DOGMA: positions and
+    first mixer) the loss order's first k − ⌊k/4⌋ leave out; the rest follow the order."""
+    from evolution.evaluating import with_niches
+    from evolution.spaces.dogma.space import DogmaSpace
+    from genome import Genome
+
+    assert with_niches(range(10), "aaaaaaabcb", 8) == [0, 1, 2, 3, 4, 5, 7, 8]
+    assert with_niches(range(10), "a" * 10, 8) == list(range(8))  # one niche: the order alone
+    assert with_niches([3, 1, 2, 0], "abab", 3) == [3, 1, 2]  # below 4 places: the order alone
+
+    def table(request):  # learned-position genomes lead the first stage
+        g = Genome.from_yaml(request.genome_yaml)
+        h = int(request.genome_id[:8], 16) / 16**8
+        fast = g.structural["positions"] == "learned"
+        return {"loss": (1.0 if fast else 3.0) + h, "quality": 0.1, "params": 1000}
+
+    pool = TableEvaluator(table)
+    seen = []
+    pool.lookup = lambda r: seen.append(r) or table(r)
+    config = RunConfig(population=16, generations=0, steps=4, min_steps=2, promote=0.25, seed=0)
+    Engine(config, store, pool).run()
+    space = DogmaSpace({"vocab": 258, "max_len": 64}, 64, 10**6)
+    first = {
+        r.genome_id: (table(r)["loss"], space.niche(Genome.from_yaml(r.genome_yaml)))
+        for r in seen
+        if r.fidelity == 2
+    }
+    full = {r.genome_id for r in seen if r.fidelity == 4}
+    order = sorted(first, key=lambda g: first[g][0])
+    k = len(full)
+    assert k >= 4
+    assert set(order[: k - k // 4]) <= full  # the loss order's first places
+    by_loss = [g for g in order if first[g][1] not in {first[x][1] for x in order[: k - k // 4]}]
+    assert by_loss[0] in full  # the best of the niches left out, though not of the k by loss
+    assert any(order.index(g) >= k for g in full) and len({first[g][1] for g in full}) > len(
+        {first[g][1] for g in order[:k]}
+    )

@@ -206,6 +206,13 @@ class DogmaSpace:
         (`mlp-only` without any)."""
         return block_family(genome)
 
+    def niche(self, genome: Genome) -> str:
+        """Where the model takes token order from: its `positions` and the kind of its
+        first expressed sequence mixer, e.g. `learned:mla`, `none:lstm` (`none:-` without
+        one). A child that changes it starts slower than its siblings at a first stage."""
+        mixers = guards.expressed_mixers(genome)
+        return f"{genome.structural['positions']}:{mixers[0].kind if mixers else '-'}"
+
 
 def block_family(genome: Genome) -> str:
     """`kind+kind` of the distinct sequence mixers (T bases) of a genome, sorted."""
