@@ -65,7 +65,7 @@ from evaluation.protocol import Pool
 from evaluation.tasks import derive_seed, task_facts  # derive_seed: the one seed derivation
 from evolution.config import RunConfig
 from evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
-from evolution.selection import by_quality, quality_key, single_objective
+from evolution.selection import quality_key, single_objective
 from evolution.spaces.contract import SearchSpace
 from evolution.strategies import below_floor
 from evolution.types import Candidate, Event, GenerationReport, TaskResult
@@ -277,8 +277,7 @@ class Evaluator:
         if self.config.promote_by == "loss" and len(self.tasks) == 1 and all(map(math.isfinite, losses)):
             order = sorted(range(len(ok)), key=lambda i: (losses[i], quality_key(ok[i])))
         else:
-            rank = {id(c): r for r, c in enumerate(by_quality(ok))}
-            order = sorted(range(len(ok)), key=lambda i: rank[id(ok[i])])
+            order = sorted(range(len(ok)), key=lambda i: quality_key(ok[i]))  # `by_quality`'s order
         niches = [self.space.niche(c.genome) for c in ok]
         return [ok[i] for i in with_niches(order, niches, k)]
 
