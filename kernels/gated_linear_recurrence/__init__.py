@@ -1,9 +1,12 @@
 """Gated linear recurrence (gated linear attention, Mamba-2 SSD, retention).
 
-Backends: ``"torch"`` (reference.py, chunked parallel form in PyTorch, also the CPU path),
-``"triton"`` (fused_recurrent.py, sequential over time) and ``"chunk"`` (chunk.py, Triton,
-parallel over time within chunks). ``"auto"`` picks, on CUDA, ``"chunk"`` for training (T >=
-``CHUNKED_MIN_LENGTH`` with gradients needed) and ``"triton"`` otherwise; elsewhere the reference.
+Backends: ``"torch"`` (reference.py, chunked parallel form in PyTorch), ``"cpu"`` (cpu.py, a
+step loop with its own backward for one-element states, dk = dv = 1: RG-LRU, the DNA strand
+cascade, the epigenetic marks; the reference for any other shape), ``"triton"``
+(fused_recurrent.py, sequential over time) and ``"chunk"`` (chunk.py, Triton, parallel over time
+within chunks). ``"auto"`` picks, on CUDA, ``"chunk"`` for training (T >= ``CHUNKED_MIN_LENGTH``
+with gradients needed) and ``"triton"`` otherwise; on CPU the step loop for one-element states
+and the reference for the rest.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def gated_linear_recurrence(
         chunk_size: chunk length of the chunked forms ("torch"; "chunk" rounds it up to a power
             of two in [16, 64]); the fused recurrent "triton" path has no chunks.
         backend: "auto", "torch", "triton" (fused recurrent), "chunk" (chunked Triton), or
-            "cpu" (the reference: no compiled CPU path).
+            "cpu" (the step loop when dk = dv = 1, the reference otherwise).
 
     Returns:
         o: (B, H, T, dv) in q's dtype; final_state: (B, H, dk, dv) in the compute dtype
@@ -69,11 +72,18 @@ def gated_linear_recurrence(
     """
     _check(q, k, v, log_decay, initial_state, chunk_size)
     grad = needs_grad(q, k, v, log_decay, initial_state)
-    path = resolve_backend(backend, q.device, cpu_path=False, chunked_path=True, length=q.shape[2], grad=grad)
+    scalar_state = q.shape[-1] == 1 and v.shape[-1] == 1
+    path = resolve_backend(
+        backend, q.device, cpu_path=scalar_state, chunked_path=True, length=q.shape[2], grad=grad
+    )
     if path in ("triton", "chunk"):
         from . import triton as triton_path
 
         return triton_path.gated_linear_recurrence(
             q, k, v, log_decay, initial_state, chunk_size, chunked=path == "chunk"
         )
+    if path == "cpu" and scalar_state:
+        from . import cpu as cpu_path
+
+        return cpu_path.gated_linear_recurrence(q, k, v, log_decay, initial_state)
     return reference.gated_linear_recurrence(q, k, v, log_decay, initial_state, chunk_size)

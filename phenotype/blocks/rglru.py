@@ -83,8 +83,10 @@ class RGLRUBlock(Mixer[RGLRUConfig]):
         no_weight_decay(self.a_param)
 
     def _block_diag(self, u: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        u = u.unflatten(-1, (self.cfg.heads, 1, -1))  # (..., H, 1, E/H)
-        return (u @ w).flatten(-3) + b
+        """u (..., E) -> u · blockdiag(w_1..w_H) + b; one (rows, E/H) x (E/H, E/H) product per
+        head (a broadcast `@` over (..., H, 1, E/H) is a matrix product per token and head)."""
+        rows = u.reshape(-1, self.cfg.heads, u.shape[-1] // self.cfg.heads).transpose(0, 1)  # (H, N, E/H)
+        return torch.bmm(rows, w).transpose(0, 1).reshape(u.shape) + b
 
     def _gated(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Post-conv u (..., E) -> log a_t and the normalised input √(1-a²)·i·u."""

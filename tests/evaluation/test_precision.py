@@ -66,6 +66,9 @@ def _scan_inputs() -> dict[str, tuple[torch.Tensor, ...]]:
     glr = tuple(torch.randn(b, heads, length, dk, generator=g) for _ in range(3)) + (
         -0.1 * torch.rand(b, heads, length, generator=g),
     )
+    glr1 = tuple(torch.randn(b, heads, length, 1, generator=g) for _ in range(3)) + (
+        -0.1 * torch.rand(b, heads, length, generator=g),
+    )  # one-element states: the CPU step loop
     channels = 8
     rwkv = (
         torch.rand(channels, generator=g),
@@ -73,7 +76,7 @@ def _scan_inputs() -> dict[str, tuple[torch.Tensor, ...]]:
         torch.randn(b, length, channels, generator=g),
         torch.randn(b, length, channels, generator=g),
     )
-    return {"scan": scan, "glr": glr, "wkv": rwkv}
+    return {"scan": scan, "glr": glr, "glr1": glr1, "wkv": rwkv}
 
 
 OPS = {
@@ -84,6 +87,7 @@ OPS = {
     "gated_linear_recurrence/torch": lambda x: gated_linear_recurrence(*x["glr"], backend="torch")[0],
     "gated_linear_recurrence/chunk": lambda x: gated_linear_recurrence(*x["glr"], backend="chunk")[0],
     "gated_linear_recurrence/triton": lambda x: gated_linear_recurrence(*x["glr"], backend="triton")[0],
+    "gated_linear_recurrence/cpu": lambda x: gated_linear_recurrence(*x["glr1"], backend="cpu")[0],
     "wkv/torch": lambda x: wkv(*x["wkv"], backend="torch"),
     "wkv/triton": lambda x: wkv(*x["wkv"], backend="triton"),
 }

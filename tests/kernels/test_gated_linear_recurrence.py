@@ -115,3 +115,39 @@ def test_shapes_are_checked() -> None:
     q = torch.zeros(1, 2, 5, 3)
     with pytest.raises(ValueError, match="log_decay"):
         gated_linear_recurrence(q, q, q, torch.zeros(1, 2, 5, 4))
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("length", [1, 37, 64])
+@pytest.mark.parametrize("decay", ["mixed", "strong", "weak"])
+def test_one_element_state_loop_matches_sequential(per_channel, length, decay) -> None:
+    """dk = dv = 1 (RG-LRU, the DNA cascade, the epigenetic marks): the CPU step loop and its
+    hand-written backward against the float64 recurrence, initial state and final state
+    included; `auto` on CPU takes that path (same bits as `cpu`)."""
+    inputs = make_inputs(3, 4, length, 1, 1, per_channel=per_channel, decay=decay)
+    want, want_grads = outputs_and_grads(sequential, [leaf(t) for t in inputs])
+    got, got_grads = outputs_and_grads(_fn("cpu"), [leaf(t) for t in inputs])
+    assert_all_close(got, want, "o and state", rtol=1e-10, atol=1e-12)
+    assert_all_close(got_grads, want_grads, "grads", rtol=1e-9, atol=1e-11)
+    auto, _ = outputs_and_grads(_fn("auto"), [leaf(t) for t in inputs])
+    assert all(torch.equal(a, b) for a, b in zip(auto, got, strict=True))
+
+
+def test_one_element_state_loop_in_float32_resumes_and_handles_no_steps() -> None:
+    q, k, v, g, h0 = make_inputs(2, 3, 40, 1, 1, per_channel=False, dtype=torch.float32)
+    want, _ = sequential(q, k, v, g, h0)
+    o, s = gated_linear_recurrence(q, k, v, g, h0, backend="cpu")
+    assert o.dtype == torch.float32 and s.shape == (2, 3, 1, 1)
+    torch.testing.assert_close(o.double(), want, rtol=1e-5, atol=1e-5)
+    o1, s1 = gated_linear_recurrence(
+        q[:, :, :17], k[:, :, :17], v[:, :, :17], g[:, :, :17], h0, backend="cpu"
+    )
+    o2, s2 = gated_linear_recurrence(
+        q[:, :, 17:], k[:, :, 17:], v[:, :, 17:], g[:, :, 17:], s1, backend="cpu"
+    )
+    torch.testing.assert_close(torch.cat([o1, o2], 2), o)
+    torch.testing.assert_close(s2, s)
+    empty, kept = gated_linear_recurrence(
+        q[:, :, :0], k[:, :, :0], v[:, :, :0], g[:, :, :0], h0, backend="cpu"
+    )
+    assert empty.shape == (2, 3, 0, 1) and torch.equal(kept, h0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from phenotype.blocks.dna import DNAConfig, prefix_products
+from phenotype.blocks.dna import DNAConfig, lane_distributions, prefix_products
 from phenotype.blocks.strand import StrandAttentionConfig
 
 CFG = DNAConfig(16, False, width=8, reactions=5, d_state=4, species=3, lanes=2, window=3, depth=1)
@@ -45,6 +45,21 @@ def test_stochastic_path_samples_average_to_the_evaluation_expectation():
         sampled = prefix_products(block._transition(xs))[..., 0]
     torch.testing.assert_close(sampled, sampled.round())  # molecules, not mixtures
     torch.testing.assert_close(sampled.mean(0), expected[0], rtol=0, atol=0.04)
+
+
+def test_the_lane_loop_equals_the_doubling_scan_values_and_gradients():
+    """Path C on CPU steps p_t = M_t p_{t-1}; the doubling scan (the CUDA path) gives the
+    same distributions and the same gradients, float64."""
+    torch.manual_seed(1)
+    m = torch.softmax(torch.randn(3, 37, 2, 4, 4, dtype=torch.float64), -2).requires_grad_()
+    loop = lane_distributions(m)
+    doubling = prefix_products(m)[..., 0]
+    torch.testing.assert_close(loop, doubling, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(loop.sum(-1), torch.ones(3, 37, 2, dtype=torch.float64))
+    cotangent = torch.randn_like(loop)
+    (got,) = torch.autograd.grad(loop, m, cotangent)
+    (want,) = torch.autograd.grad(doubling, m, cotangent)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
 def test_strand_displacement_concentrations_stay_physical():
