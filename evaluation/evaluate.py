@@ -253,7 +253,7 @@ def train_model(
         # Every local that holds the candidate: a model that failed is freed here, before
         # the allocator's cache is emptied (``trained`` is the caller's).
         model = built = candidate = None
-        free_device_memory()
+        free_device_memory(failed=trained is None)
 
 
 def compute_metrics(metrics: Mapping[str, Any], batch_size: int, seq_len: int) -> dict[str, int]:

@@ -334,3 +334,32 @@ def test_a_first_stage_keeps_places_for_the_niches_its_order_leaves_out(store):
     assert any(order.index(g) >= k for g in full) and len({first[g][1] for g in full}) > len(
         {first[g][1] for g in order[:k]}
     )
+
+
+def test_a_full_stage_submits_the_candidates_whose_first_stage_trained_longest_first(store):
+    """The promoted stage waits for its slowest candidate: requests go to the pool in
+    decreasing first-stage `train_seconds` (longest processing time first); a first stage
+    keeps the breeding order."""
+
+    def table(request):
+        h = int(request.genome_id[:8], 16) / 16**8
+        return {"loss": h, "quality": 1 - h, "params": 1000, "train_seconds": 10 * ((7 * h) % 1)}
+
+    calls = []
+    pool = TableEvaluator(table)
+    inner = pool.evaluate
+    pool.evaluate = lambda requests, on_result=None: (
+        calls.append(list(requests)) or inner(requests, on_result)
+    )
+    config = RunConfig(population=16, generations=1, steps=4, min_steps=2, promote=0.5, seed=3)
+    Engine(config, store, pool).run()
+    full = [call for call in calls if call[0].fidelity == 4]
+    assert len(full) == 2 and all(len(call) >= 4 for call in full)
+    for call in full:
+        seconds = [table(r)["train_seconds"] for r in call]
+        assert seconds == sorted(seconds, reverse=True) and seconds[0] > seconds[-1]
+    first = [call for call in calls if call[0].fidelity == 2]
+    assert any(
+        [table(r)["train_seconds"] for r in c] != sorted((table(r)["train_seconds"] for r in c), reverse=True)
+        for c in first
+    )
