@@ -1,7 +1,8 @@
 """RWKV-4 weighted key-value operator (WKV), stable for large keys.
 
-Backends: ``"torch"`` (reference.py, per-step loop) and ``"triton"`` (triton.py). ``"auto"``
-picks Triton on CUDA and the reference elsewhere (there is no C++ path for this op).
+Backends: ``"torch"`` (reference.py, per-step loop differentiated by autograd), ``"cpu"``
+(cpu.py, the same loop with the Triton kernel's hand-written backward as PyTorch ops) and
+``"triton"`` (triton.py). ``"auto"`` picks Triton on CUDA and ``"cpu"`` on CPU.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def wkv_with_state(
         state: (num, den, max), each (B, C): the true sums are num * e^max and den * e^max;
             None starts empty. Feeding the returned state to the next call equals one call on
             the concatenated sequence.
-        backend: "auto", "torch", "triton", or "cpu" (the reference: no compiled CPU path).
+        backend: "auto", "torch", "triton", or "cpu" (the loop with a hand-written backward).
 
     Returns:
         y: (B, T, C) in k's dtype; the state after the last token (float32, or float64 for
@@ -51,10 +52,15 @@ def wkv_with_state(
         state = WKVState(*state)
         if any(s.shape != (k.shape[0], k.shape[2]) for s in state):
             raise ValueError("each state tensor must be (B, C)")
-    if resolve_backend(backend, k.device, cpu_path=False) == "triton":
+    path = resolve_backend(backend, k.device, cpu_path=True)
+    if path == "triton":
         from . import triton as triton_path
 
         return triton_path.wkv_with_state(w, u, k, v, state)
+    if path == "cpu":
+        from . import cpu as cpu_path
+
+        return cpu_path.wkv_with_state(w, u, k, v, state)
     return reference.wkv_with_state(w, u, k, v, state)
 
 

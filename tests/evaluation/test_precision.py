@@ -90,6 +90,7 @@ OPS = {
     "gated_linear_recurrence/cpu": lambda x: gated_linear_recurrence(*x["glr1"], backend="cpu")[0],
     "wkv/torch": lambda x: wkv(*x["wkv"], backend="torch"),
     "wkv/triton": lambda x: wkv(*x["wkv"], backend="triton"),
+    "wkv/cpu": lambda x: wkv(*x["wkv"], backend="cpu"),
 }
 
 
