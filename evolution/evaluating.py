@@ -406,12 +406,9 @@ class Evaluator:
             )
             for key, inds in pending.items()
         ]
-        # Longest first: a full-fidelity stage waits for its slowest candidate, so the ones whose
-        # first stage trained longest start first (the submission order only; results by key).
-        expected = [
-            float(inds[0].metrics.get("train_seconds") or 0.0) if final else 0.0 for inds in pending.values()
-        ]
-        requests = [requests[i] for i in sorted(range(len(requests)), key=lambda i: -expected[i])]
+        if final:  # a full stage waits for its slowest: longest first stage first (results by key)
+            seconds = [float(inds[0].metrics.get("train_seconds") or 0.0) for inds in pending.values()]
+            requests = [r for _, r in sorted(zip(seconds, requests, strict=True), key=lambda p: -p[0])]
         done = 0
 
         def on_result(result: EvalResult) -> None:

@@ -1,7 +1,8 @@
 """RWKV-4 WKV as a step loop with a hand-written backward, for CPU tensors.
 
 The reference (reference.py) is the same loop differentiated by autograd: about twenty small
-ops a step, each recorded and replayed backwards. Here the forward runs without a graph and
+ops a step, each recorded and replayed backwards. Here the reference's forward runs without a
+graph and
 the backward is the Triton kernel's (triton.py, whose docstring derives it) written as
 PyTorch ops over (B, C) a step at a time:
 
@@ -19,30 +20,13 @@ from typing import Any
 
 import torch
 
+from . import reference
 from .reference import EMPTY_MAX, WKVState, empty_state
 
 
-def _forward(
-    w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: tuple[torch.Tensor, ...]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The reference's recurrence, time-major k, v: (T, B, C) -> y (T, B, C) and the state."""
-    num, den, top = state
-    y = torch.empty_like(k)
-    for t in range(k.shape[0]):
-        k_t, v_t = k[t], v[t]
-        bonus = u + k_t
-        m = torch.maximum(top, bonus)
-        old, new = torch.exp(top - m), torch.exp(bonus - m)
-        torch.div(old * num + new * v_t, old * den + new, out=y[t])
-        decayed = top - w
-        m = torch.maximum(decayed, k_t)
-        old, new = torch.exp(decayed - m), torch.exp(k_t - m)
-        num, den, top = old * num + new * v_t, old * den + new, m
-    return y, num, den, top
-
-
 class _WKVLoop(torch.autograd.Function):
-    """(w, u, k, v, num, den, max) -> (y, num', den', max'); k, v time-major (T, B, C)."""
+    """(w, u, k, v, num, den, max) -> (y, num', den', max'); k, v: (B, T, C). The forward is
+    the reference's loop (no graph is recorded inside a Function's forward)."""
 
     @staticmethod
     def forward(
@@ -56,7 +40,7 @@ class _WKVLoop(torch.autograd.Function):
         top: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
         ctx.set_materialize_grads(False)
-        y, num_last, den_last, max_last = _forward(w, u, k, v, (num, den, top))
+        y, (num_last, den_last, max_last) = reference.wkv_with_state(w, u, k, v, WKVState(num, den, top))
         ctx.save_for_backward(w, u, k, v, num, den, top, max_last)
         return y, num_last, den_last, max_last
 
@@ -70,18 +54,18 @@ class _WKVLoop(torch.autograd.Function):
     ) -> tuple[torch.Tensor, ...]:
         w, u, k, v, num0, den0, max0, max_last = ctx.saved_tensors
         gy = torch.zeros_like(k) if gy is None else gy
-        length = k.shape[0]
+        length = k.shape[1]
         ys, idens, bonuses = torch.empty_like(k), torch.empty_like(k), torch.empty_like(k)
         num, den, top = num0, den0, max0
         dnum_dw, dden_dw = torch.zeros_like(num0), torch.zeros_like(num0)
         gw, gu = torch.zeros_like(num0), torch.zeros_like(num0)
         for t in range(length):  # pass 1
-            k_t, v_t, gy_t = k[t], v[t], gy[t]
+            k_t, v_t, gy_t = k[:, t], v[:, t], gy[:, t]
             m = torch.maximum(top, u + k_t)
             old, new = torch.exp(top - m), torch.exp(u + k_t - m)
             iden = 1.0 / (old * den + new)
             y = (old * num + new * v_t) * iden
-            ys[t], idens[t], bonuses[t] = y, iden, u + k_t - m
+            ys[:, t], idens[:, t], bonuses[:, t] = y, iden, u + k_t - m
             gw += gy_t * (dnum_dw - dden_dw * y) * iden * old
             gu += gy_t * (v_t - y) * new * iden
             m = torch.maximum(top - w, k_t)
@@ -99,14 +83,14 @@ class _WKVLoop(torch.autograd.Function):
             scale = torch.full_like(num0, EMPTY_MAX)
         gk, gv = torch.empty_like(k), torch.empty_like(v)
         for t in range(length - 1, -1, -1):  # pass 2
-            k_t, v_t, y, iden, bonus = k[t], v[t], ys[t], idens[t], bonuses[t]
-            g_self = gy[t] * iden * torch.exp(bonus)
+            k_t, v_t, y, iden, bonus = k[:, t], v[:, t], ys[:, t], idens[:, t], bonuses[:, t]
+            g_self = gy[:, t] * iden * torch.exp(bonus)
             g_later = torch.exp(k_t + scale)
-            gk[t] = g_self * (v_t - y) + g_later * (g_num * v_t + g_den)
-            gv[t] = g_self + g_later * g_num
+            gk[:, t] = g_self * (v_t - y) + g_later * (g_num * v_t + g_den)
+            gv[:, t] = g_self + g_later * g_num
             m = torch.maximum(scale - w, bonus - k_t - u)
             old = torch.exp(scale - w - m)
-            new = gy[t] * iden * torch.exp(bonus - k_t - u - m)
+            new = gy[:, t] * iden * torch.exp(bonus - k_t - u - m)
             g_num, g_den = old * g_num + new, old * g_den - new * y
             scale = m
         g_num0, g_den0 = g_num * torch.exp(scale + max0), g_den * torch.exp(scale + max0)
@@ -122,14 +106,10 @@ def wkv_with_state(
 ) -> tuple[torch.Tensor, WKVState]:
     """Same contract as ``reference.wkv_with_state``."""
     dtype = torch.float64 if torch.float64 in (w.dtype, u.dtype, k.dtype, v.dtype) else torch.float32
-    batch, length, channels = k.shape
-    if length == 0:  # nothing to step: the reference returns the state as given
-        from .reference import wkv_with_state as reference_wkv
-
-        return reference_wkv(w, u, k, v, state)
-    kc = k.to(dtype).transpose(0, 1).contiguous()
-    vc = v.to(dtype).transpose(0, 1).contiguous()
+    if k.shape[1] == 0:  # nothing to step: the reference returns the state as given
+        return reference.wkv_with_state(w, u, k, v, state)
+    kc, vc = k.to(dtype), v.to(dtype)
     if state is None:
-        state = empty_state(batch, channels, kc)
+        state = empty_state(k.shape[0], k.shape[2], kc)
     y, num, den, top = _WKVLoop.apply(w.to(dtype), u.to(dtype), kc, vc, *(s.to(dtype) for s in state))
-    return y.transpose(0, 1).to(k.dtype), WKVState(num, den, top)
+    return y.to(k.dtype), WKVState(num, den, top)
