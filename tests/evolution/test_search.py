@@ -363,3 +363,8 @@ def test_a_full_stage_submits_the_candidates_whose_first_stage_trained_longest_f
         [table(r)["train_seconds"] for r in c] != sorted((table(r)["train_seconds"] for r in c), reverse=True)
         for c in first
     )
+    (run,) = store.list_runs()
+    place = {i.genome_id: (i.generation, i.slot) for i in store.individuals(run.id)}
+    for call in first:  # in breeding order: one generation, its slots ascending
+        places = [place[r.genome_id] for r in call]
+        assert len({g for g, _ in places}) == 1 and places == sorted(places)
