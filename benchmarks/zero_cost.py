@@ -15,8 +15,9 @@ its own (`derive_seed("zero-cost", genome id)`), and one training batch of the t
 
 Then two questions, on the same rows:
 
-1. **Rank correlation** of each proxy with the stored quality (Spearman ρ, with a 95 %
-   bootstrap interval over genomes, `--boot` resamples).
+1. **Rank correlation** of each proxy with the stored quality: Spearman's ρ with its 95 %
+   bootstrap interval over genomes (`--boot` resamples) and Kendall's τ-b, as the fidelity
+   transfer measures them (`evaluation.transfer.rank_transfer`).
 2. **What it adds to the surrogate**: `evolution.surrogate.Surrogate` (the search's forest)
    fitted on the DOGMA space's features (`dogma_features`) alone and on them plus the proxies,
    scored by the Spearman ρ of its held-out predictions under K-fold cross-validation (`--folds`, repeated
@@ -54,6 +55,7 @@ from evaluation.evaluate import build_from_genome  # noqa: E402
 from evaluation.tasks import derive_seed, get_task  # noqa: E402
 from evaluation.tasks.base import Task  # noqa: E402
 from evaluation.trainer import answer_loss  # noqa: E402
+from evaluation.transfer import rank_transfer, spearman  # noqa: E402
 from evolution.objectives import quality_of  # noqa: E402
 from evolution.spaces.dogma.features import dogma_features  # noqa: E402
 from evolution.surrogate import Surrogate  # noqa: E402
@@ -115,44 +117,6 @@ def measure(rows: Sequence[tuple[str, str, float]], task: Task) -> tuple[list[di
     return out, skipped
 
 
-def ranks(x: Sequence[float]) -> np.ndarray:
-    """Average ranks (ties share the mean of their ranks), 0-based."""
-    a = np.asarray(x, dtype=float)
-    order = np.argsort(a, kind="mergesort")
-    r = np.empty(len(a))
-    r[order] = np.arange(len(a))
-    for value in np.unique(a):
-        tied = a == value
-        if tied.sum() > 1:
-            r[tied] = r[tied].mean()
-    return r
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's ρ: Pearson's r of the average ranks (nan when either is constant)."""
-    rx, ry = ranks(x), ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return math.nan
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def bootstrap_interval(
-    x: Sequence[float], y: Sequence[float], draws: int, seed: int = 0
-) -> tuple[float, float]:
-    """95 % percentile interval of Spearman's ρ over `draws` resamples of the pairs."""
-    rng = np.random.default_rng(seed)
-    xa, ya = np.asarray(x), np.asarray(y)
-    values = []
-    for _ in range(draws):
-        i = rng.integers(0, len(xa), len(xa))
-        rho = spearman(xa[i], ya[i])
-        if not math.isnan(rho):
-            values.append(rho)
-    if not values:
-        return math.nan, math.nan
-    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
-
-
 def held_out_rho(
     features: Sequence[dict[str, float]], quality: Sequence[float], folds: int, repeats: int, seed: int = 0
 ) -> list[float]:
@@ -181,9 +145,13 @@ def report(
     quality = [r["quality"] for r in rows]
     correlation = {}
     for name in PROXIES:
-        values = [r[name] for r in rows]
-        low, high = bootstrap_interval(values, quality, boot)
-        correlation[name] = {"rho": spearman(values, quality), "low": low, "high": high}
+        t = rank_transfer([r[name] for r in rows], quality, resamples=boot)
+        correlation[name] = {
+            "rho": t.spearman,
+            "low": t.spearman_low,
+            "high": t.spearman_high,
+            "kendall": t.kendall,
+        }
     base = [dogma_features(Genome.from_yaml(r["yaml"]), seq_len) for r in rows]
     with_proxies = [{**f, **{f"zc:{p}": r[p] for p in PROXIES}} for f, r in zip(base, rows, strict=True)]
     alone = held_out_rho(base, quality, folds, repeats)
@@ -233,9 +201,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(json.dumps(result))
         return result
     print(f"{result['genomes']} genomes of {args.task} at {args.steps} steps ({skipped} skipped)")
-    print(f"{'proxy':<12}{'Spearman ρ with quality':>26}")
+    print(f"{'proxy':<12}{'Spearman ρ with quality [95 %]':>34}{'Kendall τ':>11}")
     for name, c in result["correlation"].items():
-        print(f"{name:<12}{c['rho']:>+10.3f}  [{c['low']:+.3f}, {c['high']:+.3f}]")
+        interval = f"[{_signed(c['low'])}, {_signed(c['high'])}]"
+        print(f"{name:<12}{_signed(c['rho']):>10}  {interval}{_signed(c['kendall']):>11}")
     s = result["surrogate"]
     (alone, alone_se), (added, added_se), d = s["features"], s["features+proxies"], s["difference"]
     print(
@@ -245,6 +214,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     print(f"{result['seconds']:.0f} s")
     return result
+
+
+def _signed(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.3f}"
 
 
 if __name__ == "__main__":

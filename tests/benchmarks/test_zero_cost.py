@@ -1,5 +1,5 @@
-"""The zero-cost proxy check: its proxies against a float64 hand computation, its rank
-correlation against scipy's, and the whole script over a real store."""
+"""The zero-cost proxy check: its proxies against a float64 hand computation, and the whole
+script over a real store."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from scipy import stats
 from torch import nn
 
 from benchmarks.search_dogma import arm_config, drive_engine
-from benchmarks.zero_cost import PROXIES, main, proxies, spearman
+from benchmarks.zero_cost import PROXIES, main, proxies
 from evaluation.tasks import IGNORE_INDEX
 from store import Store
 from tests.benchmarks.test_search_pairing import FakePool
@@ -55,13 +54,6 @@ def test_the_proxies_are_the_loss_its_gradient_norm_and_snip_in_float64() -> Non
     assert got["log_params"] == pytest.approx(math.log(sum(p.numel() for p in params)))
 
 
-def test_spearman_matches_scipy_with_ties() -> None:
-    x = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0]
-    y = [2.0, 7.0, 1.0, 8.0, 2.0, 8.0, 1.0, 8.0, 2.0]
-    assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic)
-    assert math.isnan(spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]))
-
-
 def test_the_check_reads_every_stored_genome_once_and_reports_both_answers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -90,6 +82,6 @@ def test_the_check_reads_every_stored_genome_once_and_reports_both_answers(
     assert out["genomes"] + out["skipped"] == len(stored)
     assert set(out["correlation"]) == set(PROXIES)
     for c in out["correlation"].values():
-        assert -1.0 <= c["rho"] <= 1.0 and c["low"] <= c["high"]
+        assert -1.0 <= c["rho"] <= 1.0 and c["low"] <= c["rho"] <= c["high"] and -1.0 <= c["kendall"] <= 1.0
     s = out["surrogate"]
     assert s["difference"]["mean"] == pytest.approx(s["features+proxies"][0] - s["features"][0])
