@@ -56,13 +56,14 @@ from evaluation.tasks import derive_seed, get_task  # noqa: E402
 from evaluation.tasks.base import Task  # noqa: E402
 from evaluation.trainer import answer_loss  # noqa: E402
 from evaluation.transfer import rank_transfer, spearman  # noqa: E402
-from evolution.objectives import quality_of  # noqa: E402
+from evolution.assisted import scored_by_genome  # noqa: E402
 from evolution.spaces.dogma.features import dogma_features  # noqa: E402
 from evolution.surrogate import Surrogate  # noqa: E402
 from genome import Genome  # noqa: E402
 from store import Store  # noqa: E402
 
 PROXIES = ("init_loss", "grad_norm", "snip", "log_params")
+ALL = 1_000_000  # evaluations read per store: every one a store of benchmark runs holds
 
 
 def proxies(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
@@ -92,8 +93,8 @@ def stored_rows(urls: Sequence[str], task: str, steps: int) -> list[tuple[str, s
     by_genome: dict[str, tuple[str, list[float]]] = {}
     for url in urls:
         with Store(url) as store:
-            for genome_id, text, metrics in store.scored_genomes(task, steps, limit=1_000_000):
-                by_genome.setdefault(genome_id, (text, []))[1].append(quality_of(metrics or {}))
+            for genome_id, (text, qualities) in scored_by_genome(store, task, steps, limit=ALL).items():
+                by_genome.setdefault(genome_id, (text, []))[1].extend(qualities)
     return [(gid, text, float(np.mean(qs))) for gid, (text, qs) in sorted(by_genome.items())]
 
 

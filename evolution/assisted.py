@@ -37,14 +37,23 @@ def _features_of_text(space: SearchSpace, text: str) -> dict[str, float]:
     return cache[text]
 
 
+def scored_by_genome(
+    store: Store, task: str, fidelity: int, limit: int = TRAINING_ROWS
+) -> dict[str, tuple[str, list[float]]]:
+    """genome id -> (its stored YAML, the quality of each of its newest `limit` successful
+    evaluations of `task` at `fidelity`, any run, cache copies left out)."""
+    by_genome: dict[str, tuple[str, list[float]]] = {}
+    for genome_id, text, metrics in store.scored_genomes(task, fidelity, limit):
+        by_genome.setdefault(genome_id, (text, []))[1].append(quality_of(metrics or {}))
+    return by_genome
+
+
 def training_rows(
     store: Store, space: SearchSpace, task: str, fidelity: int
 ) -> list[tuple[dict[str, float], float]]:
     """(features, quality) of each genome with a stored full-fidelity result of `task`; a
     genome evaluated under several seeds counts once, at its mean quality."""
-    by_genome: dict[str, tuple[str, list[float]]] = {}
-    for genome_id, text, metrics in store.scored_genomes(task, fidelity, TRAINING_ROWS):
-        by_genome.setdefault(genome_id, (text, []))[1].append(quality_of(metrics or {}))
+    by_genome = scored_by_genome(store, task, fidelity)
     return [(_features_of_text(space, text), sum(qs) / len(qs)) for text, qs in by_genome.values()]
 
 
@@ -76,4 +85,4 @@ def choose(
     return chosen, [float(m) for m in mean]
 
 
-__all__ = ["MIN_ROWS", "TRAINING_ROWS", "choose", "training_rows"]
+__all__ = ["MIN_ROWS", "TRAINING_ROWS", "choose", "scored_by_genome", "training_rows"]

@@ -2,9 +2,8 @@
 
 The reference (reference.py) is the same loop differentiated by autograd: about twenty small
 ops a step, each recorded and replayed backwards. Here the reference's forward runs without a
-graph and
-the backward is the Triton kernel's (triton.py, whose docstring derives it) written as
-PyTorch ops over (B, C) a step at a time:
+graph, and the backward is the Triton kernel's (triton.py, whose docstring derives it) written
+as PyTorch ops over (B, C) a step at a time:
 
 * pass 1 (forward in t) recomputes y_t, 1/den_t and the exponent of e^{u+k_t}, and accumulates
   dL/du and dL/dw, the latter through forward-mode derivatives of num and den with respect to w;
