@@ -127,6 +127,7 @@ ALL_ARMS = (
 )
 TUNE_SEED0 = 1000
 BREEDING_ONLY = ("surrogate", "explore", "parents", "sample_size")  # settings of bred children
+SURROGATE_ONLY = ("explore", "explore_pool")  # settings a run without a surrogate never reads
 STALL = 5  # generations in a row that trained nothing: the run is over
 
 
@@ -226,6 +227,8 @@ def check_settings(store: Store, run_id: str, config: RunConfig, side: Path) -> 
     now = config.to_dict()
     fresh = make_strategy(config.strategy, config.sample_size, config.quality_floor, config.parents)
     moot = () if fresh.breeds else BREEDING_ONLY  # a strategy that breeds nothing never uses them
+    if config.surrogate == 1 and stored.get("surrogate") == 1:
+        moot = (*moot, *SURROGATE_ONLY)  # no surrogate: nothing chooses an exploration share
     differ = sorted(k for k in stored.keys() & now.keys() - set(moot) if stored[k] != now[k])
     if differ:
         shown = ", ".join(f"{k} {stored[k]!r} -> {now[k]!r}" for k in differ)

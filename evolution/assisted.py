@@ -3,12 +3,15 @@
 `choose(bred, n, ...)` fits `evolution.surrogate.Surrogate` on every genome the store
 holds a successful full-fidelity evaluation of for the run's task (any run: memory across
 runs), ranks the bred children by predicted quality and keeps `n`: the best
-`n - round(explore * n)` and a random exploration share. The surrogate only ever changes
-*which* children are trained: each is then evaluated exactly as without it, under the same
-natural key and seed, so no stored result depends on it (tests/evolution prove this).
+`n - round(explore * n)` and an exploration share, the predicted best of a `pool` of random
+genomes of the whole space when one is given (`RunConfig.explore_pool`), else bred children
+drawn at random. The surrogate only ever changes *which* children are trained: each is then
+evaluated exactly as without it, under the same natural key and seed, so no stored result
+depends on it (tests/evolution prove this).
 
 With fewer than `MIN_ROWS` stored results (a cold store, generation 1 of a first run) the
-children are drawn at random from the bred ones, which is what breeding n would give.
+children are drawn at random from the bred ones (and the exploration share is the pool's
+first genomes, random already), which is what breeding n would give.
 """
 
 from __future__ import annotations
@@ -68,17 +71,18 @@ def choose(
     explore: float,
     rng: random.Random,
     seed: int,
+    pool: Sequence[Any] = (),
 ) -> tuple[list[int], list[float | None]]:
-    """Indices of the `n` bred genomes to train and each one's predicted quality (None
-    for a random pick without a fitted surrogate)."""
-    if len(bred) <= n:
+    """Indices into `bred + pool` of the `n` genomes to train and each one's predicted
+    quality (None for a random pick without a fitted surrogate)."""
+    if len(bred) <= n and not pool:
         return list(range(len(bred))), [None] * len(bred)
     rows = training_rows(store, space, task, fidelity)
     surrogate = Surrogate(seed) if len(rows) >= MIN_ROWS else None
     if surrogate is not None:
         surrogate.fit(rows)
-    features = [space.features(g) for g in bred]
-    chosen = select_children(features, n, explore, rng, surrogate)
+    features = [space.features(g) for g in [*bred, *pool]]
+    chosen = select_children(features[: len(bred)], n, explore, rng, surrogate, pool=features[len(bred) :])
     if surrogate is None:
         return chosen, [None] * len(chosen)
     mean, _ = surrogate.predict([features[i] for i in chosen])

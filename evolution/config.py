@@ -41,6 +41,10 @@ AUTO_STRATEGY: str = typing.cast(str, None)  # `default_strategy(objectives)`
 SINGLE_OBJECTIVE_STRATEGY = "local"  # won NAS-Bench-201 on the tuning seeds (docs/results.md)
 AUTO_SURROGATE: int = typing.cast(int, None)  # `default_surrogate(objectives, multi_fidelity)`
 SINGLE_OBJECTIVE_SURROGATE = 10  # children bred per one trained, under quality alone
+# the surrogate's exploration: a share of the children, its predicted best of a pool of random
+# genomes of the whole space (chosen on NAS-Bench-201's tuning seeds, docs/results.md)
+EXPLORE = 0.6
+EXPLORE_POOL = 200
 AUTO_PARENTS: int = typing.cast(int, None)  # `default_parents(multi_fidelity)`
 # The bounds of every size a run is given, (least, most); most None: no upper bound. The
 # maxima lie far beyond any run this program can carry out, and refuse a mistyped value
@@ -58,6 +62,7 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "min_steps": (0, 10_000_000),
     "repeats": (1, 100),
     "surrogate": (1, 1_000),
+    "explore_pool": (0, 100_000),
     "workers": (1, 1_024),
     "max_params": (1, None),
     "max_state_bytes": (1, None),
@@ -217,7 +222,20 @@ class RunConfig:
     repeats: int = field(
         default=1, metadata=cli("train each surviving child under this many seeds, select on the mean (1)")
     )
-    explore: float = field(default=0.25, metadata=cli("surrogate: share of children drawn at random (0.25)"))
+    explore: float = field(
+        default=EXPLORE,
+        metadata=cli(
+            "surrogate: share of children from the whole space, the predicted best of "
+            f"--explore-pool random genomes ({EXPLORE})"
+        ),
+    )
+    explore_pool: int = field(
+        default=EXPLORE_POOL,
+        metadata=cli(
+            f"surrogate: random genomes the exploration share is chosen from ({EXPLORE_POOL}; 0: the "
+            "share is bred children drawn at random)"
+        ),
+    )
     quality_floor: float | None = field(
         default=QUALITY_FLOOR,
         metadata=cli(
@@ -476,11 +494,12 @@ class RunConfig:
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         """The config a run was stored with; a run stored before the quality floor existed
         resumes without one, and one stored before the precision option in fp32, as they
-        started (a dict without a strategy, surrogate, population, parents or promote_by:
-        nsga2, no surrogate, 64, the incumbent alone, promotion by quality: the defaults of its
-        time). A stored run carries its objectives (one stored before quality alone was the
-        default resumes on its own, e.g. quality,params under NSGA-II); a dict without them
-        takes `STORED_OBJECTIVES`."""
+        started (a dict without a strategy, surrogate, population, parents, promote_by or
+        explore_pool: nsga2, no surrogate, 64, the incumbent alone, promotion by quality, an
+        exploration share of bred children drawn at random: the defaults of its time). A
+        stored run carries its objectives (one stored before quality alone was the default
+        resumes on its own, e.g. quality,params under NSGA-II); a dict without them takes
+        `STORED_OBJECTIVES`."""
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known.setdefault("objectives", STORED_OBJECTIVES)
         known.setdefault("quality_floor", None)
@@ -491,6 +510,7 @@ class RunConfig:
         known.setdefault("population", DEFAULT_POPULATION)
         known.setdefault("parents", 1)  # local search bred from the incumbent alone before
         known.setdefault("promote_by", "quality")  # the first stage promoted by quality before
+        known.setdefault("explore_pool", 0)  # the exploration share was bred children at random
         return cls(**known)
 
 

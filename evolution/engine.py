@@ -302,13 +302,15 @@ class Engine:
         self, parents: list[Candidate], rng: random.Random, report: GenerationReport, n: int
     ) -> list[Birth]:
         """`n` new children: bred from `parents` (`config.surrogate` times as many, of which
-        the surrogate picks `n`, `evolution.assisted`), then immigrants (random new genomes)
-        for the places breeding could not fill with unseen genomes."""
+        the surrogate picks `n`, `evolution.assisted`, its exploration share from
+        `config.explore_pool` random genomes of the whole space), then immigrants (random new
+        genomes) for the places breeding could not fill with unseen genomes."""
         self.strategy.prepare(parents)  # a strategy may decide from the population whether it breeds
         k = self.config.surrogate if self.strategy.breeds else 1
         births = self._breed(parents, rng, report, n * k)
         if k > 1:
             report.bred = len(births)
+            pool = self._new_genomes(births, self.config.explore_pool if self.config.explore else 0, rng)
             chosen, self._predicted = assisted.choose(
                 [b[0] for b in births],
                 n,
@@ -319,27 +321,37 @@ class Engine:
                 explore=self.config.explore,
                 rng=rng,
                 seed=derive_seed(self.config.seed, "surrogate", report.generation),  # resume-stable
+                pool=pool,
             )
-            births = [births[i] for i in chosen]
+            report.explorers = sum(i >= len(births) for i in chosen)
+            births = [
+                births[i] if i < len(births) else (pool[i - len(births)], None, None, []) for i in chosen
+            ]
         added = self._sample_new(births, n, rng)
         if self.strategy.breeds:
             report.immigrants += added
         return births
 
+    def _new_genomes(self, births: list[Birth], m: int, rng: random.Random) -> list[Genotype]:
+        """Up to `m` random genomes (`space.sample`, canonical, within the hard constraints)
+        new to the run and not among `births` (at most 50 tries a genome)."""
+        taken = {b[0].id for b in births}
+        out: list[Genotype] = []
+        tries = 0
+        while len(out) < m and tries < 50 * m:
+            tries += 1
+            g = self.space.canonical(self.space.sample(rng))
+            if self.space.violation(g) is None and g.id not in self.seen and g.id not in taken:
+                taken.add(g.id)
+                out.append(g)
+        return out
+
     def _sample_new(self, births: list[Birth], n: int, rng: random.Random) -> int:
         """Append random genomes new to the run (`space.sample`) until `births` holds `n`
         (at most 50 tries a place); how many were added."""
-        before, tries = len(births), 0
-        while len(births) < n and tries < 50 * n:
-            tries += 1
-            g = self.space.canonical(self.space.sample(rng))
-            if (
-                self.space.violation(g) is None
-                and g.id not in self.seen
-                and all(g.id != b[0].id for b in births)
-            ):
-                births.append((g, None, None, []))
-        return len(births) - before
+        new = self._new_genomes(births, n - len(births), rng)
+        births.extend((g, None, None, []) for g in new)
+        return len(new)
 
     def _surrogate_rho(self, children: list[Candidate]) -> float | None:
         """How well the surrogate ranked the children it chose (Spearman), when it did."""

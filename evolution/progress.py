@@ -80,6 +80,7 @@ class RunProgress:
                 f"population best {report.best_quality:.3f} mean {report.mean_quality:.3f}, "
                 f"{report.families} families, {report.cached} cached, {len(report.discarded)} discarded"
                 + (f", {report.immigrants} immigrants" if report.immigrants else "")
+                + (f", {report.explorers} explorers" if report.explorers else "")
                 + (f", surrogate ρ {report.surrogate_rho:.2f}" if report.surrogate_rho is not None else "")
             )
             self.progress.update(self.task_id, total=total, completed=total, note=note)

@@ -122,38 +122,81 @@ def select_children(
     rng: random.Random,
     surrogate: Surrogate | None,
     kappa: float = 0.0,
+    pool: Sequence[Features] = (),
 ) -> list[int]:
-    """Indices of the `k` candidates (of `n` bred ones) to train, without repeats.
+    """Indices of the `k` genomes to train, without repeats, of the `n` bred `candidates`
+    (indices 0..n-1) and, when given, a `pool` of random genomes of the whole space (indices
+    n..n+m-1).
 
     Exploitation: the top `k - round(explore_fraction * k)` candidates by the acquisition
     `mean + kappa * std` of the surrogate's prediction (upper confidence bound; ties go to
-    the lower index). Exploration: the other `round(explore_fraction * k)` drawn uniformly
-    at random, without replacement, from the candidates not already chosen. Python's
-    `round` rounds halves to even (round(0.5 * 5) = 2).
+    the lower index). Exploration, the other `round(explore_fraction * k)` (Python's `round`
+    rounds halves to even: round(0.5 * 5) = 2):
+
+    - without a pool, drawn uniformly at random, without replacement, from the candidates
+      not already chosen;
+    - with a pool, its top ones by the same acquisition: the surrogate's pick from the whole
+      space, so that a run whose neighbourhoods are poor still tries where the forest expects
+      better (on NAS-Bench-201 the runs that never left poor basins were half the loss,
+      docs/results.md). Places the candidates cannot fill go to the pool's next best.
 
     `kappa` defaults to 0 (rank by the predicted mean): on NAS-Bench-201 the forest's spread
     is largest where its trees disagree whether a cell computes anything at all, and a bonus
     for it (kappa = 1) picked children no better than random ones, while the mean alone
-    picked near the best; exploration comes from the random share instead.
+    picked near the best; exploration comes from the random share or the pool instead.
 
-    With `surrogate=None` (or an unfitted one) all `k` are drawn at random. With `k >= n`
+    With `surrogate=None` (or an unfitted one) the candidates' share is drawn at random and
+    the pool's share is its first genomes (random already). Without a pool and with `k >= n`
     every index is returned. The result lists the exploited indices first (best first),
-    then the explored ones in draw order; for a given `rng` state it is deterministic, and
-    `rng` is advanced only by the exploration draw."""
+    then the explored ones (in draw order, or best first from a pool); for a given `rng`
+    state it is deterministic, and `rng` is advanced only by the random draws."""
     if k < 0:
         raise ValueError(f"k must be non-negative, got {k}")
     if not 0.0 <= explore_fraction <= 1.0:
         raise ValueError(f"explore_fraction must lie in [0, 1], got {explore_fraction}")
     n = len(candidates)
+    fitted = surrogate is not None and surrogate.fitted
+    if pool:
+        return _select_with_pool(
+            candidates, pool, k, explore_fraction, rng, surrogate if fitted else None, kappa
+        )
     if k >= n:
         return list(range(n))
-    if surrogate is None or not surrogate.fitted:
+    if surrogate is None or not fitted:
         return rng.sample(range(n), k)
     n_explore = round(explore_fraction * k)
-    mean, std = surrogate.predict(candidates)
-    acquisition = mean + kappa * std
-    order = sorted(range(n), key=lambda i: (-float(acquisition[i]), i))
+    order = _best_first(surrogate, candidates, kappa)
     chosen = order[: k - n_explore]
     taken = set(chosen)
     rest = [i for i in range(n) if i not in taken]
     return chosen + rng.sample(rest, n_explore)
+
+
+def _best_first(surrogate: Surrogate, features: Sequence[Features], kappa: float) -> list[int]:
+    """Indices of `features` by the acquisition `mean + kappa * std`, best first (ties: lower index)."""
+    mean, std = surrogate.predict(features)
+    acquisition = mean + kappa * std
+    return sorted(range(len(features)), key=lambda i: (-float(acquisition[i]), i))
+
+
+def _select_with_pool(
+    candidates: Sequence[Features],
+    pool: Sequence[Features],
+    k: int,
+    explore_fraction: float,
+    rng: random.Random,
+    surrogate: Surrogate | None,
+    kappa: float,
+) -> list[int]:
+    """`select_children` with a pool: the candidates' exploited share, then the pool's."""
+    n, m = len(candidates), len(pool)
+    n_global = min(round(explore_fraction * k), m)
+    n_local = min(k - n_global, n)
+    n_global = min(k - n_local, m)  # the pool fills what the candidates cannot
+    if surrogate is None:
+        local = rng.sample(range(n), n_local)
+        explored = list(range(n_global))
+    else:
+        local = _best_first(surrogate, candidates, kappa)[:n_local] if n_local else []
+        explored = _best_first(surrogate, pool, kappa)[:n_global] if n_global else []
+    return local + [n + j for j in explored]

@@ -114,6 +114,7 @@ class GenerationReport:
     births: int = 0
     immigrants: int = 0  # random newcomers that filled places breeding left empty
     bred: int = 0  # children bred before the surrogate chose which to train
+    explorers: int = 0  # children the surrogate chose from random genomes of the whole space
     surrogate_rho: float | None = None  # Spearman of its predictions on the trained children
     mean_quality: float = 0.0  # over the population
     families: int = 0  # distinct design families (`SearchSpace.family`) in the population

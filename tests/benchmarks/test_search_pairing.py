@@ -179,6 +179,15 @@ def test_a_stored_run_of_other_settings_is_refused_not_reported(tmp_path: Path) 
         sha = arm_config("sha", 1, SHARED)
         run_id = drive_engine(dataclasses.replace(sha, surrogate=10), store, FakePool(), budget=1)
         check_settings(store, run_id, sha, tmp_path / "sha.json")
+    with open_store(tmp_path / "old.db") as store:  # stored before the exploration pool
+        default = arm_config("default", 1, SHARED)
+        assert default.surrogate == 1  # no surrogate: its exploration settings are moot
+        run_id = drive_engine(
+            dataclasses.replace(default, explore=0.25, explore_pool=0), store, FakePool(), budget=1
+        )
+        check_settings(store, run_id, default, tmp_path / "old.json")
+        with pytest.raises(StoredRunMismatch, match=r"explore 0.25 -> 0.6.*move it away"):
+            check_settings(store, run_id, dataclasses.replace(default, surrogate=10), tmp_path / "old.json")
 
 
 def test_multi_fidelity_curve_counts_only_full_results(tmp_path: Path) -> None:

@@ -95,6 +95,26 @@ def test_the_surrogate_changes_which_children_are_trained_never_a_result(tmp_pat
     assert any(r.surrogate_rho is not None for r in reports[2:])
 
 
+def test_the_surrogates_exploration_share_is_its_pick_of_random_genomes(tmp_path):
+    """Local search + surrogate (NAS-Bench-201's default): once the forest is fitted, each
+    bred generation trains round(explore x batch) genomes of the pool, which are not
+    neighbours of any member (no parents), the rest bred children; with `explore_pool` 0 the
+    share is bred children drawn at random, as stored runs before it did."""
+    runs = {}
+    for pool in (200, 0):
+        with Store(f"sqlite:///{tmp_path / f'p{pool}.db'}") as store:
+            engine = nb_run(store, generations=4, strategy="local", surrogate=10, batch=5, explore_pool=pool)
+            parents = {i.id: len(i.parents) for i in store.individuals(engine.run_id)}
+            runs[pool] = (engine, parents)
+    engine, parents = runs[200]
+    assert engine.config.explore == 0.6
+    assert [r.explorers for r in engine.reports] == [0, 3, 3, 3, 3]
+    assert sum(n == 0 for n in parents.values()) == 10 + 4 * 3  # generation 0 and the explorers
+    engine, parents = runs[0]
+    assert [r.explorers for r in engine.reports] == [0] * 5
+    assert sum(n == 0 for n in parents.values()) == 10
+
+
 def test_report_gives_quality_per_generation_and_the_stop_reason(store):
     engine = nb_run(store, generations=3)
     report = run_report(store, engine.run_id)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from deap import tools
 
-from evolution.config import DEFAULT_OBJECTIVES, STORED_OBJECTIVES, RunConfig
+from evolution.config import DEFAULT_OBJECTIVES, EXPLORE, EXPLORE_POOL, STORED_OBJECTIVES, RunConfig
 from evolution.objectives import FAILED_COST
 from evolution.selection import assign_rank_and_crowding, pareto_front, quality_key, survivors
 from evolution.strategies import (
@@ -88,6 +88,12 @@ def test_the_default_objectives_are_quality_alone_and_stored_runs_keep_theirs() 
             RunConfig(**typed)
     old = {k: v for k, v in RunConfig().to_dict().items() if k not in ("strategy", "surrogate")}
     assert (RunConfig.from_dict(old).strategy, RunConfig.from_dict(old).surrogate) == ("nsga2", 1)
+    # the surrogate's exploration: its pick of random genomes now; bred children at random before
+    assert (RunConfig().explore, RunConfig().explore_pool) == (EXPLORE, EXPLORE_POOL) == (0.6, 200)
+    before = {k: v for k, v in RunConfig(explore=0.25).to_dict().items() if k != "explore_pool"}
+    assert (RunConfig.from_dict(before).explore, RunConfig.from_dict(before).explore_pool) == (0.25, 0)
+    with pytest.raises(ValueError, match="explore_pool must be"):
+        RunConfig(explore_pool=-1)
     stored = RunConfig(objectives=("quality", "params")).to_dict()
     assert RunConfig.from_dict(stored).objectives == ("quality", "params")  # resumes unchanged
     del stored["objectives"]
@@ -320,7 +326,9 @@ def test_local_search_through_the_engine_breeds_from_the_best_few_and_restarts(n
         if kind == "committed":
             populations[data["generation"]] = list(data["population"])
 
-    engine = Engine(nb_config(strategy="local"), nb_store, nb_pool(), on_event=keep)
+    # every child bred (the surrogate's exploration share from bred children, not a pool of
+    # random genomes): this is about whom local search breeds from
+    engine = Engine(nb_config(strategy="local", explore_pool=0), nb_store, nb_pool(), on_event=keep)
     engine.run()
     born = nb_store.individuals(engine.run_id)
     probe = LocalSearch()

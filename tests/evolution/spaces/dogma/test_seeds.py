@@ -50,6 +50,7 @@ def nb_config(**kw) -> RunConfig:
         seed=3,
         objectives=("quality",),
         seed_policy="run",
+        explore_pool=0,  # every later child bred (no explorers from the whole space)
     )
     return RunConfig(**{**base, **kw})
 
