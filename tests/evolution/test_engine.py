@@ -57,8 +57,12 @@ def test_children_carry_parents_operator_and_change(store):
     engine = Engine(CONFIG, store, CountingPool())
     engine.run()
     born = [i for i in store.individuals(engine.run_id) if i.generation > 0]
-    assert born
-    for child in born:
+    bred = [i for i in born if i.operator]
+    assert bred
+    # the others are the surrogate's picks of random genomes (or immigrants): no parents
+    assert not any(i.parents for i in born if not i.operator)
+    assert len(born) - len(bred) == sum(r.explorers + r.immigrants for r in engine.reports)
+    for child in bred:
         assert child.parents and child.operator and child.change["op"] == child.operator
         assert {"location", "before", "after"} <= set(child.change)
         for pid in child.parents:

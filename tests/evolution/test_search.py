@@ -96,7 +96,10 @@ def test_every_strategy_spends_exactly_the_budget(store, strategy):
     if strategy == "random":
         assert all(i.operator is None for i in born)
     else:
-        assert any(i.operator for i in born) and all(i.parents for i in born if i.generation > 0)
+        assert any(i.operator for i in born)
+        # later children are bred, but for the surrogate's picks of random genomes (explorers)
+        orphans = sum(not i.parents for i in born if i.generation > 0)
+        assert orphans == sum(r.explorers + r.immigrants for r in engine.reports)
 
 
 def test_aging_evolution_kills_the_oldest(store):
