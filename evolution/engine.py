@@ -332,13 +332,15 @@ class Engine:
             report.immigrants += added
         return births
 
-    def _new_genomes(self, births: list[Birth], m: int, rng: random.Random) -> list[Genotype]:
+    def _new_genomes(
+        self, births: list[Birth], m: int, rng: random.Random, max_tries: int | None = None
+    ) -> list[Genotype]:
         """Up to `m` random genomes (`space.sample`, canonical, within the hard constraints)
-        new to the run and not among `births` (at most 50 tries a genome)."""
+        new to the run and not among `births` (at most `max_tries` draws, 50 a genome)."""
         taken = {b[0].id for b in births}
         out: list[Genotype] = []
-        tries = 0
-        while len(out) < m and tries < 50 * m:
+        tries, max_tries = 0, 50 * m if max_tries is None else max_tries
+        while len(out) < m and tries < max_tries:
             tries += 1
             g = self.space.canonical(self.space.sample(rng))
             if self.space.violation(g) is None and g.id not in self.seen and g.id not in taken:
@@ -348,8 +350,8 @@ class Engine:
 
     def _sample_new(self, births: list[Birth], n: int, rng: random.Random) -> int:
         """Append random genomes new to the run (`space.sample`) until `births` holds `n`
-        (at most 50 tries a place); how many were added."""
-        new = self._new_genomes(births, n - len(births), rng)
+        (at most 50 draws a place of all `n`, as runs stored before drew); how many were added."""
+        new = self._new_genomes(births, n - len(births), rng, max_tries=50 * n)
         births.extend((g, None, None, []) for g in new)
         return len(new)
 
