@@ -7,16 +7,14 @@ including the search space's own (`SearchSpace.check_config`), so the library an
 A field with `cli(...)` metadata is an `evolve run` option: `--field-name` (or the
 metadata's `flag`), its type from the field's annotation (a `tuple[str, ...]` is a comma
 list), its help from the metadata. `evolution.cli.run` builds the options from
-`cli_fields()`; fields without the metadata are settable from the library only.
+`evolution.cli.options.cli_fields()`; fields without the metadata are settable from the library only.
 """
 
 from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Callable
-from dataclasses import Field, asdict, dataclass, field, fields
-from types import UnionType
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evaluation.budget import BUDGETS
@@ -560,36 +558,6 @@ def budget_population(evaluations: int | None) -> int:
     return max(MIN_BUDGET_POPULATION, min(DEFAULT_POPULATION, evaluations // 10))
 
 
-# -- command-line options -----------------------------------------------------------------
-def comma_list(text: str) -> tuple[str, ...]:
-    return tuple(text.split(","))
-
-
-def switch(text: str) -> bool:
-    """The parser of a flag: the option takes no argument (`evolve run --ladder`)."""
-    raise TypeError("a switch takes no argument")
-
-
-def cli_fields() -> list[tuple[Field[Any], CliOption, Callable[[str], Any]]]:
-    """The fields that are `evolve run` options: (field, option, argument parser)."""
-    hints = typing.get_type_hints(RunConfig)
-    return [(f, f.metadata["cli"], _parser(hints[f.name])) for f in fields(RunConfig) if "cli" in f.metadata]
-
-
-def _parser(hint: Any) -> Callable[[str], Any]:
-    """The argument parser for a field annotation: int, float, str, a comma list; an
-    optional field parses as its type."""
-    if isinstance(hint, UnionType):
-        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
-    if typing.get_origin(hint) is tuple:
-        return comma_list
-    if hint in (int, float, str):
-        return typing.cast(Callable[[str], Any], hint)
-    if hint is bool:
-        return switch
-    raise TypeError(f"no command-line parser for a {hint} field")
-
-
 __all__ = [
     "DEFAULT_OBJECTIVES",
     "DEFAULT_POPULATION",
@@ -601,6 +569,4 @@ __all__ = [
     "default_strategy",
     "default_surrogate",
     "cli",
-    "cli_fields",
-    "comma_list",
 ]

@@ -23,9 +23,10 @@ from rich.table import Table
 from rich.text import Text
 
 from evolution.cli.interrupt import CtrlC
+from evolution.cli.options import cli_fields, switch
 from evolution.cli.output import emit_json, err, out
 from evolution.cli.tasks import import_stored_plugins, import_stored_tasks, say_imported, say_plugins
-from evolution.config import RunConfig, cli_fields, switch
+from evolution.config import RunConfig
 from evolution.errors import UsageError
 from evolution.objectives import quality_of
 from evolution.progress import RunProgress, ladder_point_printer

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from evolution.cli.options import comma_list
 from evolution.cli.output import err
-from evolution.config import comma_list
 from evolution.errors import UsageError
 
 #: appended to a genome's "unknown kind" refusal when no ``--plugin`` was given
