@@ -155,14 +155,13 @@ def select_children(
     if not 0.0 <= explore_fraction <= 1.0:
         raise ValueError(f"explore_fraction must lie in [0, 1], got {explore_fraction}")
     n = len(candidates)
-    fitted = surrogate is not None and surrogate.fitted
+    if surrogate is not None and not surrogate.fitted:
+        surrogate = None  # an unfitted one predicts nothing: as without one
     if pool:
-        return _select_with_pool(
-            candidates, pool, k, explore_fraction, rng, surrogate if fitted else None, kappa
-        )
+        return _select_with_pool(candidates, pool, k, explore_fraction, rng, surrogate, kappa)
     if k >= n:
         return list(range(n))
-    if surrogate is None or not fitted:
+    if surrogate is None:
         return rng.sample(range(n), k)
     n_explore = round(explore_fraction * k)
     order = _best_first(surrogate, candidates, kappa)
