@@ -18,8 +18,8 @@ import torch
 # kernels package: put the repository root first.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from genome import Genome  # noqa: E402
-from phenotype import decode  # noqa: E402
+from dogma_evolve.genome import Genome  # noqa: E402
+from dogma_evolve.phenotype import decode  # noqa: E402
 
 
 def _time(fn, x: torch.Tensor, repeats: int = 5) -> float:

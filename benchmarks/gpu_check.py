@@ -253,7 +253,7 @@ def evolve_run_rows(settings: Settings) -> list[Row]:
 
 
 def _run_row(url: str, elapsed: float, stderr: str, settings: Settings) -> Row:
-    from store import Store
+    from dogma_evolve.store import Store
 
     label = f"{elapsed:.0f} s, {'dry run' if settings.dry_run else 'default search'}"
     try:
@@ -322,10 +322,10 @@ def mfu_rows(settings: Settings) -> list[Row]:
     trainer and report its MFU (a dry run: width 64, 2 layers, 64 tokens)."""
     import torch
 
-    from evaluation import get_task, train
-    from evolution.spaces.dogma.seeds import scale_down
-    from genome import Genome, preset
-    from phenotype import account, decode
+    from dogma_evolve.evaluation import get_task, train
+    from dogma_evolve.evolution.spaces.dogma.seeds import scale_down
+    from dogma_evolve.genome import Genome, preset
+    from dogma_evolve.phenotype import account, decode
 
     width, seq_len, batch, steps = (64, 64, 4, 2) if settings.dry_run else (768, 1024, 32, 12)
     task = get_task("bytelm", seq_len=seq_len)

@@ -32,8 +32,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from kernels import gated_linear_recurrence, selective_scan, wkv
-from kernels._dispatch import BACKENDS
+from dogma_evolve.kernels import gated_linear_recurrence, selective_scan, wkv
+from dogma_evolve.kernels._dispatch import BACKENDS
 
 Inputs = list[torch.Tensor]
 TOLERANCES = {torch.float32: (1e-4, 1e-3), torch.bfloat16: (2e-2, 2e-2)}  # (output, gradients)

@@ -23,9 +23,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import gated_linear_recurrence, selective_scan, wkv  # noqa: E402
-from kernels._dispatch import triton_available  # noqa: E402
-from kernels.selective_scan import cpu as selective_scan_cpu  # noqa: E402
+from dogma_evolve.kernels import gated_linear_recurrence, selective_scan, wkv  # noqa: E402
+from dogma_evolve.kernels._dispatch import triton_available  # noqa: E402
+from dogma_evolve.kernels.selective_scan import cpu as selective_scan_cpu  # noqa: E402
 
 Inputs = list[torch.Tensor]
 

@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from evaluation.table import InProcessPool  # noqa: E402
-from evolution.config import RunConfig  # noqa: E402
-from evolution.engine import Engine  # noqa: E402
-from evolution.evaluating import quality_of  # noqa: E402
-from store import Store  # noqa: E402
+from dogma_evolve.evaluation.table import InProcessPool  # noqa: E402
+from dogma_evolve.evolution.config import RunConfig  # noqa: E402
+from dogma_evolve.evolution.engine import Engine  # noqa: E402
+from dogma_evolve.evolution.evaluating import quality_of  # noqa: E402
+from dogma_evolve.store import Store  # noqa: E402
 
 ARMS = {"cold": None, "memory": ("credit", "elites"), "elites only": ("elites",)}
 

@@ -35,17 +35,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from evaluation import EvalRequest
-from evaluation.precision import pool_precision
-from evaluation.protocol import Pool
-from evaluation.tasks import derive_seed
-from evolution.config import RunConfig
-from evolution.objectives import quality_of
-from evolution.spaces.dogma.seeds import SEED_WIDTHS
-from evolution.spaces.registry import SPACES
-from genome import KINDS, Genome, GenomeError
-from phenotype import account
-from store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
+from dogma_evolve.evaluation import EvalRequest
+from dogma_evolve.evaluation.precision import pool_precision
+from dogma_evolve.evaluation.protocol import Pool
+from dogma_evolve.evaluation.tasks import derive_seed
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.objectives import quality_of
+from dogma_evolve.evolution.spaces.dogma.seeds import SEED_WIDTHS
+from dogma_evolve.evolution.spaces.registry import SPACES
+from dogma_evolve.genome import KINDS, Genome, GenomeError
+from dogma_evolve.phenotype import account
+from dogma_evolve.store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
 
 POSITIONS = ("rope", "learned", "sinusoidal", "none")
 NORMS = ("rmsnorm", "layernorm")

@@ -50,13 +50,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.scaling import LadderError  # noqa: E402
-from evaluation.tasks import get_task  # noqa: E402
-from evolution.cli.scale import counts  # noqa: E402
-from evolution.scale.defaults import DEFAULT_TASK, DEFAULT_TOKENS_PER_PARAM  # noqa: E402
-from evolution.scale.ladder import Design  # noqa: E402
-from evolution.scale.search_ladder import compact_sizes  # noqa: E402
-from evolution.scale.train import (  # noqa: E402
+from dogma_evolve.evaluation.scaling import LadderError  # noqa: E402
+from dogma_evolve.evaluation.tasks import get_task  # noqa: E402
+from dogma_evolve.evolution.cli.scale import counts  # noqa: E402
+from dogma_evolve.evolution.scale.defaults import DEFAULT_TASK, DEFAULT_TOKENS_PER_PARAM  # noqa: E402
+from dogma_evolve.evolution.scale.ladder import Design  # noqa: E402
+from dogma_evolve.evolution.scale.search_ladder import compact_sizes  # noqa: E402
+from dogma_evolve.evolution.scale.train import (  # noqa: E402
     Budget,
     Plan,
     Recorder,
@@ -66,9 +66,9 @@ from evolution.scale.train import (  # noqa: E402
     plan_summary,
     train_recorded,
 )
-from genome import load_genome  # noqa: E402
-from phenotype import account  # noqa: E402
-from store import Store  # noqa: E402
+from dogma_evolve.genome import load_genome  # noqa: E402
+from dogma_evolve.phenotype import account  # noqa: E402
+from dogma_evolve.store import Store  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DESIGNS = {

@@ -41,12 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from evaluation import EvalRequest  # noqa: E402
-from evaluation.evaluate import evaluate  # noqa: E402
-from evaluation.transfer import rank_transfer  # noqa: E402
-from evolution.config import RunConfig  # noqa: E402
-from evolution.objectives import quality_of  # noqa: E402
-from store import Store  # noqa: E402
+from dogma_evolve.evaluation import EvalRequest  # noqa: E402
+from dogma_evolve.evaluation.evaluate import evaluate  # noqa: E402
+from dogma_evolve.evaluation.transfer import rank_transfer  # noqa: E402
+from dogma_evolve.evolution.config import RunConfig  # noqa: E402
+from dogma_evolve.evolution.objectives import quality_of  # noqa: E402
+from dogma_evolve.store import Store  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,14 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
-from evaluation import EvalRequest, evaluate, get_task
-from evaluation.budget import learning_rate
-from evaluation.tasks import derive_seed
-from evolution.config import RunConfig
-from evolution.objectives import quality_of
-from evolution.spaces.dogma.seeds import scale_down
-from genome import PRESETS, Genome, GenomeError
-from phenotype import account
+from dogma_evolve.evaluation import EvalRequest, evaluate, get_task
+from dogma_evolve.evaluation.budget import learning_rate
+from dogma_evolve.evaluation.tasks import derive_seed
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.objectives import quality_of
+from dogma_evolve.evolution.spaces.dogma.seeds import scale_down
+from dogma_evolve.genome import PRESETS, Genome, GenomeError
+from dogma_evolve.phenotype import account
 
 BASELINES = {
     "llama (Transformer++)": "llama3-8b",

@@ -98,15 +98,15 @@ from benchmarks.search_retrain import (  # noqa: E402
     retrain_seeds,
     retrained_curve,
 )
-from evaluation.budget import training_flops  # noqa: E402
-from evaluation.protocol import Pool  # noqa: E402
-from evaluation.table import InProcessPool  # noqa: E402
-from evaluation.tasks import derive_seed, get_task  # noqa: E402
-from evolution.config import RunConfig  # noqa: E402
-from evolution.engine import Engine  # noqa: E402
-from evolution.spaces.registry import SPACES  # noqa: E402
-from evolution.strategies import STRATEGIES, make_strategy  # noqa: E402
-from store import Store  # noqa: E402
+from dogma_evolve.evaluation.budget import training_flops  # noqa: E402
+from dogma_evolve.evaluation.protocol import Pool  # noqa: E402
+from dogma_evolve.evaluation.table import InProcessPool  # noqa: E402
+from dogma_evolve.evaluation.tasks import derive_seed, get_task  # noqa: E402
+from dogma_evolve.evolution.config import RunConfig  # noqa: E402
+from dogma_evolve.evolution.engine import Engine  # noqa: E402
+from dogma_evolve.evolution.spaces.registry import SPACES  # noqa: E402
+from dogma_evolve.evolution.strategies import STRATEGIES, make_strategy  # noqa: E402
+from dogma_evolve.store import Store  # noqa: E402
 
 MAIN_ARMS = ("default", "random", "optuna")  # >= 10 seeds by default
 ALL_ARMS = (

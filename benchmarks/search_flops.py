@@ -1,6 +1,6 @@
 """Training-FLOP accounting of a stored search run: total, anytime curve, incumbent.
 
-A run's compute is what `evolution.report.summary.compute_totals` sums (the project's one
+A run's compute is what `dogma_evolve.evolution.report.summary.compute_totals` sums (the project's one
 rule): `metrics["train_flops"]` over the run's REAL evaluation rows, i.e. rows of its own
 births that are not copies from another run (`cached_from`), and, with several tasks, not
 the run's per-task-mean row. A failed row records no compute (it counts 0).
@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from evolution.config import RunConfig
-from evolution.objectives import quality_of
-from evolution.report.summary import compute_totals
-from store import EvaluationRecord, IndividualRecord, Store
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.objectives import quality_of
+from dogma_evolve.evolution.report.summary import compute_totals
+from dogma_evolve.store import EvaluationRecord, IndividualRecord, Store
 
 
 def run_flops(store: Store, run_id: str, config: RunConfig) -> int:

@@ -97,10 +97,10 @@ from typing import Any, Literal
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import search_stats  # noqa: E402
-from evaluation.tasks import derive_seed  # noqa: E402
-from evolution.config import RunConfig  # noqa: E402
-from evolution.engine import Engine  # noqa: E402
-from evolution.spaces.nb201 import (  # noqa: E402
+from dogma_evolve.evaluation.tasks import derive_seed  # noqa: E402
+from dogma_evolve.evolution.config import RunConfig  # noqa: E402
+from dogma_evolve.evolution.engine import Engine  # noqa: E402
+from dogma_evolve.evolution.spaces.nb201 import (  # noqa: E402
     DATASETS,
     EDGES,
     OPS,
@@ -110,8 +110,8 @@ from evolution.spaces.nb201 import (  # noqa: E402
     table,
     true_accuracy,
 )
-from evolution.strategies import STRATEGIES  # noqa: E402
-from store import Store  # noqa: E402
+from dogma_evolve.evolution.strategies import STRATEGIES  # noqa: E402
+from dogma_evolve.store import Store  # noqa: E402
 
 PROTOCOL = 2  # bump when the meaning of a stored row changes
 TUNE_SEED0 = 1000

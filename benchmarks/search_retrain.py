@@ -15,12 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import search_flops, search_stats
-from evaluation import EvalRequest
-from evaluation.precision import pool_precision
-from evaluation.protocol import Pool
-from evaluation.tasks import derive_seed
-from evolution.config import RunConfig
-from evolution.objectives import quality_of
+from dogma_evolve.evaluation import EvalRequest
+from dogma_evolve.evaluation.precision import pool_precision
+from dogma_evolve.evaluation.protocol import Pool
+from dogma_evolve.evaluation.tasks import derive_seed
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.objectives import quality_of
 
 RETRAIN_SEEDS = 3
 

@@ -177,7 +177,7 @@ class Soak:
 
     def found(self) -> str:
         """What a resume finds: the committed generation, leases left running, shown status."""
-        from store import Store
+        from dogma_evolve.store import Store
 
         state = self.state()
         if not state:
@@ -499,7 +499,7 @@ def _soak(plan: Plan, echo: Any, work: Path) -> Outcome:
         reader.dispose()
         outcome.verdict = compare(snapshot(soak_url, soak.run_id), snapshot(reference_url, reference_id))
         checked = subprocess.run(
-            [sys.executable, "-m", "evolution.cli.main", "check", "--json", "--store", soak_url],
+            [sys.executable, "-m", "dogma_evolve.evolution.cli.main", "check", "--json", "--store", soak_url],
             capture_output=True,
             text=True,
             cwd=REPO,

@@ -24,10 +24,10 @@ from typing import Any
 
 from sqlalchemy import text
 
-from evolution.evaluating import quality_of
-from evolution.replay import compared
-from evolution.report.summary import best_individual
-from store import Store
+from dogma_evolve.evolution.evaluating import quality_of
+from dogma_evolve.evolution.replay import compared
+from dogma_evolve.evolution.report.summary import best_individual
+from dogma_evolve.store import Store
 
 Slot = tuple[int, int]  # (generation, slot): a birth, in any store
 

@@ -243,7 +243,7 @@ class Driver:
         env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self.out, self.err = logs / f"driver{number}.out", logs / f"driver{number}.err"
         with self.out.open("wb") as out, self.err.open("wb") as err:
-            cmd = [sys.executable, "-m", "evolution.cli.main", *argv]
+            cmd = [sys.executable, "-m", "dogma_evolve.evolution.cli.main", *argv]
             self.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=err, env=env, cwd=REPO, start_new_session=True
             )
@@ -275,7 +275,7 @@ def poll_runs(url: str, log: Path, interval_s: float, max_s: float) -> None:
     """Run ``evolve runs --json`` on ``url`` every ``interval_s`` seconds for at most ``max_s``
     (or until killed); append one line per poll to ``log``: its time (epoch seconds), whether
     it answered (exit 0 with a JSON list), and the error otherwise."""
-    from evolution.cli.main import main
+    from dogma_evolve.evolution.cli.main import main
 
     end = time.monotonic() + max_s
     with log.open("a", buffering=1) as out:

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from evaluation import EvalRequest  # noqa: E402
-from evaluation.evaluate import evaluate  # noqa: E402
-from evolution.objectives import quality_of  # noqa: E402
-from genome.yaml_io import dump_yaml, load_yaml  # noqa: E402
+from dogma_evolve.evaluation import EvalRequest  # noqa: E402
+from dogma_evolve.evaluation.evaluate import evaluate  # noqa: E402
+from dogma_evolve.evolution.objectives import quality_of  # noqa: E402
+from dogma_evolve.genome.yaml_io import dump_yaml, load_yaml  # noqa: E402
 
 MEMBERS = ("mqar", "selective_copying", "noisy_recall", "fuzzy_recall", "compression")
 

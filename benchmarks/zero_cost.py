@@ -51,16 +51,16 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks import search_stats  # noqa: E402
-from evaluation.evaluate import build_from_genome  # noqa: E402
-from evaluation.tasks import derive_seed, get_task  # noqa: E402
-from evaluation.tasks.base import Task  # noqa: E402
-from evaluation.trainer import answer_loss  # noqa: E402
-from evaluation.transfer import rank_transfer, spearman  # noqa: E402
-from evolution.assisted import scored_by_genome  # noqa: E402
-from evolution.spaces.dogma.features import dogma_features  # noqa: E402
-from evolution.surrogate import Surrogate  # noqa: E402
-from genome import Genome  # noqa: E402
-from store import Store  # noqa: E402
+from dogma_evolve.evaluation.evaluate import build_from_genome  # noqa: E402
+from dogma_evolve.evaluation.tasks import derive_seed, get_task  # noqa: E402
+from dogma_evolve.evaluation.tasks.base import Task  # noqa: E402
+from dogma_evolve.evaluation.trainer import answer_loss  # noqa: E402
+from dogma_evolve.evaluation.transfer import rank_transfer, spearman  # noqa: E402
+from dogma_evolve.evolution.assisted import scored_by_genome  # noqa: E402
+from dogma_evolve.evolution.spaces.dogma.features import dogma_features  # noqa: E402
+from dogma_evolve.evolution.surrogate import Surrogate  # noqa: E402
+from dogma_evolve.genome import Genome  # noqa: E402
+from dogma_evolve.store import Store  # noqa: E402
 
 PROXIES = ("init_loss", "grad_norm", "snip", "log_params")
 ALL = 1_000_000  # evaluations read per store: every one a store of benchmark runs holds

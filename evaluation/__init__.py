@@ -16,7 +16,7 @@ without it.
 
 from typing import TYPE_CHECKING
 
-from evaluation.lazy import install
+from dogma_evolve.evaluation.lazy import install
 
 if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr__
     from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
@@ -36,32 +36,32 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr
     from .trainer import ScoreStats, TrainStats, score, train, train_and_score
 
 _EXPORTS = {
-    "DEFAULT_STEPS": "evaluation.evaluate",
-    "IGNORE_INDEX": "evaluation.tasks",
-    "STATUSES": "evaluation.result",
-    "TASKS": "evaluation.tasks",
-    "EvalRequest": "evaluation.result",
-    "EvalResult": "evaluation.result",
-    "EvaluationPool": "evaluation.pool",
-    "EvaluationTimeout": "evaluation.errors",
-    "IncompatibleModel": "evaluation.errors",
-    "MemoryBudgetExceeded": "evaluation.errors",
-    "NonFiniteLoss": "evaluation.errors",
-    "ScoreStats": "evaluation.trainer",
-    "Task": "evaluation.tasks",
-    "TrainStats": "evaluation.trainer",
-    "TransientFailure": "evaluation.pool",
-    "account_genome": "evaluation.evaluate",
-    "build_from_genome": "evaluation.evaluate",
-    "classify_failure": "evaluation.evaluate",
-    "estimate_training_bytes": "evaluation.evaluate",
-    "evaluate": "evaluation.evaluate",
-    "get_task": "evaluation.tasks",
-    "safetensors_bytes": "evaluation.evaluate",
-    "score": "evaluation.trainer",
-    "train": "evaluation.trainer",
-    "train_and_score": "evaluation.trainer",
-    "train_model": "evaluation.evaluate",
+    "DEFAULT_STEPS": "dogma_evolve.evaluation.evaluate",
+    "IGNORE_INDEX": "dogma_evolve.evaluation.tasks",
+    "STATUSES": "dogma_evolve.evaluation.result",
+    "TASKS": "dogma_evolve.evaluation.tasks",
+    "EvalRequest": "dogma_evolve.evaluation.result",
+    "EvalResult": "dogma_evolve.evaluation.result",
+    "EvaluationPool": "dogma_evolve.evaluation.pool",
+    "EvaluationTimeout": "dogma_evolve.evaluation.errors",
+    "IncompatibleModel": "dogma_evolve.evaluation.errors",
+    "MemoryBudgetExceeded": "dogma_evolve.evaluation.errors",
+    "NonFiniteLoss": "dogma_evolve.evaluation.errors",
+    "ScoreStats": "dogma_evolve.evaluation.trainer",
+    "Task": "dogma_evolve.evaluation.tasks",
+    "TrainStats": "dogma_evolve.evaluation.trainer",
+    "TransientFailure": "dogma_evolve.evaluation.pool",
+    "account_genome": "dogma_evolve.evaluation.evaluate",
+    "build_from_genome": "dogma_evolve.evaluation.evaluate",
+    "classify_failure": "dogma_evolve.evaluation.evaluate",
+    "estimate_training_bytes": "dogma_evolve.evaluation.evaluate",
+    "evaluate": "dogma_evolve.evaluation.evaluate",
+    "get_task": "dogma_evolve.evaluation.tasks",
+    "safetensors_bytes": "dogma_evolve.evaluation.evaluate",
+    "score": "dogma_evolve.evaluation.trainer",
+    "train": "dogma_evolve.evaluation.trainer",
+    "train_and_score": "dogma_evolve.evaluation.trainer",
+    "train_model": "dogma_evolve.evaluation.evaluate",
 }
 
 __all__ = [  # = the keys of _EXPORTS, spelt out for the linters

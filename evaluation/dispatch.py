@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from store import LeaseIn
+from dogma_evolve.store import LeaseIn
 
 from .result import EvalRequest, EvalResult
 from .worker import is_transient

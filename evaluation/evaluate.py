@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from phenotype.weights import weights_bytes
+from dogma_evolve.phenotype.weights import weights_bytes
 
 from .budget import learning_rate, training_flops
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
@@ -49,8 +49,8 @@ def build_from_genome(genome_yaml: str) -> tuple[nn.Module, int | None, int | No
     Returns ``(model, vocab, max_len)`` from the genome's structural region. ``genome``
     and ``phenotype`` are imported at call time, so this package loads without them.
     """
-    from genome import Genome
-    from phenotype import decode
+    from dogma_evolve.genome import Genome
+    from dogma_evolve.phenotype import decode
 
     genome = Genome.from_yaml(genome_yaml)
     structural = getattr(genome, "structural", None) or {}
@@ -63,8 +63,8 @@ def build_from_genome(genome_yaml: str) -> tuple[nn.Module, int | None, int | No
 
 def account_genome(genome_yaml: str, seq_len: int) -> dict[str, int]:
     """The default accountant: ``phenotype.account`` at the task's context length."""
-    from genome import Genome
-    from phenotype import account
+    from dogma_evolve.genome import Genome
+    from dogma_evolve.phenotype import account
 
     accounting = account(Genome.from_yaml(genome_yaml), seq_len)
     return {
@@ -149,7 +149,7 @@ def train_model(
     try:
         try:
             if request.plugins:
-                from phenotype.plugins import import_pinned, used_by
+                from dogma_evolve.phenotype.plugins import import_pinned, used_by
 
                 import_pinned(tuple(request.plugins))
                 used = used_by(request.plugins, request.genome_yaml)

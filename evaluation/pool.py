@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from store import LeaseIn
+from dogma_evolve.store import LeaseIn
 
 from .dispatch import Dispatch, ObjectRef
 from .evaluate import ModelBuilder
@@ -313,7 +313,7 @@ def build_cpu_kernels() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        from kernels.selective_scan import cpu
+        from dogma_evolve.kernels.selective_scan import cpu
 
         cpu.available()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from evaluation.result import EvalRequest, EvalResult
+from dogma_evolve.evaluation.result import EvalRequest, EvalResult
 
 OnResult = Callable[[EvalResult], None]
 

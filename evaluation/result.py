@@ -13,7 +13,7 @@ from typing import Any, Literal
 # The statuses are the store's (its schema checks them); the store does not import this
 # package, so there is no cycle. The Literal repeats them for type checkers, and a test
 # keeps the two equal.
-from store import EVALUATION_STATUSES
+from dogma_evolve.store import EVALUATION_STATUSES
 
 # "filtered" is set by the engine's pre-filter (the genome cannot beat chance), never by a pool
 Status = Literal["ok", "invalid", "nan", "oom", "timeout", "crash", "filtered"]

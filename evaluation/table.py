@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
-from evaluation.evaluate import evaluate
-from evaluation.protocol import OnResult
-from evaluation.result import EvalRequest, EvalResult
+from dogma_evolve.evaluation.evaluate import evaluate
+from dogma_evolve.evaluation.protocol import OnResult
+from dogma_evolve.evaluation.result import EvalRequest, EvalResult
 
 Lookup = Callable[[EvalRequest], dict[str, Any]]
 
@@ -66,7 +66,7 @@ class TableEvaluator(_InProcess):
 
 
 class InProcessPool(_InProcess):
-    """Trains each request in this process with `evaluation.evaluate` (never raises)."""
+    """Trains each request in this process with `dogma_evolve.evaluation.evaluate` (never raises)."""
 
     def _one(self, request: EvalRequest) -> EvalResult:
         return evaluate(request)

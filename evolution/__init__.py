@@ -22,30 +22,30 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "create_search": "evolution.study",
-    "load_search": "evolution.study",
-    "Search": "evolution.study",
-    "Individual": "evolution.study",
-    "Engine": "evolution.engine",
-    "RunConfig": "evolution.config",
-    "best_of": "evolution.engine",
-    "derive_seed": "evolution.engine",
-    "MUTATIONS": "evolution.spaces.dogma.operators",
-    "Discard": "evolution.spaces.contract",
-    "vary": "evolution.spaces.dogma.operators",
-    "repair": "evolution.spaces.dogma.repair",
-    "pareto_front": "evolution.selection",
-    "export_individual": "evolution.export",
-    "DogmaSpace": "evolution.spaces.dogma.space",
-    "SPACES": "evolution.spaces.registry",
-    "SearchSpace": "evolution.spaces.contract",
-    "InProcessPool": "evaluation.table",
-    "TableEvaluator": "evaluation.table",
-    "OperatorPolicy": "evolution.policy",
-    "STRATEGIES": "evolution.strategies",
-    "make_strategy": "evolution.strategies",
-    "OBJECTIVES": "evolution.objectives",
-    "NB201Space": "evolution.spaces.nb201",
+    "create_search": "dogma_evolve.evolution.study",
+    "load_search": "dogma_evolve.evolution.study",
+    "Search": "dogma_evolve.evolution.study",
+    "Individual": "dogma_evolve.evolution.study",
+    "Engine": "dogma_evolve.evolution.engine",
+    "RunConfig": "dogma_evolve.evolution.config",
+    "best_of": "dogma_evolve.evolution.engine",
+    "derive_seed": "dogma_evolve.evolution.engine",
+    "MUTATIONS": "dogma_evolve.evolution.spaces.dogma.operators",
+    "Discard": "dogma_evolve.evolution.spaces.contract",
+    "vary": "dogma_evolve.evolution.spaces.dogma.operators",
+    "repair": "dogma_evolve.evolution.spaces.dogma.repair",
+    "pareto_front": "dogma_evolve.evolution.selection",
+    "export_individual": "dogma_evolve.evolution.export",
+    "DogmaSpace": "dogma_evolve.evolution.spaces.dogma.space",
+    "SPACES": "dogma_evolve.evolution.spaces.registry",
+    "SearchSpace": "dogma_evolve.evolution.spaces.contract",
+    "InProcessPool": "dogma_evolve.evaluation.table",
+    "TableEvaluator": "dogma_evolve.evaluation.table",
+    "OperatorPolicy": "dogma_evolve.evolution.policy",
+    "STRATEGIES": "dogma_evolve.evolution.strategies",
+    "make_strategy": "dogma_evolve.evolution.strategies",
+    "OBJECTIVES": "dogma_evolve.evolution.objectives",
+    "NB201Space": "dogma_evolve.evolution.spaces.nb201",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -54,4 +54,4 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'evolution' has no attribute {name!r}")
+    raise AttributeError(f"module 'dogma_evolve.evolution' has no attribute {name!r}")

@@ -21,10 +21,10 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from evolution.evaluating import quality_of
-from evolution.spaces.contract import SearchSpace
-from evolution.surrogate import MIN_ROWS, Surrogate, select_children
-from store import Store
+from dogma_evolve.evolution.evaluating import quality_of
+from dogma_evolve.evolution.spaces.contract import SearchSpace
+from dogma_evolve.evolution.surrogate import MIN_ROWS, Surrogate, select_children
+from dogma_evolve.store import Store
 
 TRAINING_ROWS = 2000  # newest results the surrogate learns from (fitting stays well under 1 s)
 # features of a stored genome by its canonical text, per space instance (parsing is the cost)

@@ -17,12 +17,12 @@ import typing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evaluation.budget import BUDGETS
-from evaluation.options import PRECISIONS
-from evolution.objectives import OBJECTIVES, QUALITY, check_objectives
-from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
-from evolution.spaces.registry import SPACES
-from evolution.strategies import PARENTS, STRATEGIES, STRATEGY_HELP
+from dogma_evolve.evaluation.budget import BUDGETS
+from dogma_evolve.evaluation.options import PRECISIONS
+from dogma_evolve.evolution.objectives import OBJECTIVES, QUALITY, check_objectives
+from dogma_evolve.evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
+from dogma_evolve.evolution.spaces.registry import SPACES
+from dogma_evolve.evolution.strategies import PARENTS, STRATEGIES, STRATEGY_HELP
 
 # quality (normalised accuracy on the suite) that a candidate must reach to count as having
 # learned anything: the MLP-only calibration model scores under it (evaluation/tasks/suite.py)
@@ -393,7 +393,7 @@ class RunConfig:
         """Each plugin that `plugin_code` records stands in as its recorded genes (nothing
         imported: a stored run read back); any other is imported, checked and pinned
         (`phenotype.plugins.pin`, torch)."""
-        from genome.kinds import register_recorded
+        from dogma_evolve.genome.kinds import register_recorded
 
         plugins = tuple(p.strip() for p in self.plugins if p.strip())
         if not plugins:
@@ -402,7 +402,7 @@ class RunConfig:
             raise ValueError(f"--plugin adds block kinds to DOGMA genomes: the {self.space} space has none")
         records = {p: self.plugin_code[p] for p in plugins if p in self.plugin_code}
         if len(records) < len(plugins):
-            from phenotype.plugins import pin
+            from dogma_evolve.phenotype.plugins import pin
 
             plugins, records = pin(plugins, self.plugin_code)
         for record in records.values():  # a kind registered already (imported) is kept

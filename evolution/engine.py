@@ -40,22 +40,22 @@ import random
 from dataclasses import replace
 from typing import Any
 
-from evaluation.protocol import Pool
-from evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
-from evaluation.tasks.imported import import_recorded
-from evaluation.transfer import spearman
-from evolution import assisted
-from evolution.config import RunConfig
-from evolution.evaluating import Evaluator, quality_of, stored_result
-from evolution.export import WEIGHTS_ARTIFACT
-from evolution.policy import OperatorPolicy, outcome
-from evolution.selection import assign_rank_and_crowding, pareto_front, quality_key
-from evolution.spaces.contract import Discard, Genotype, SearchSpace
-from evolution.spaces.registry import SPACES
-from evolution.strategies import make_strategy
-from evolution.transfer_audit import TransferAudit
-from evolution.types import Candidate, Event, GenerationReport, individual_class
-from store import (
+from dogma_evolve.evaluation.protocol import Pool
+from dogma_evolve.evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
+from dogma_evolve.evaluation.tasks.imported import import_recorded
+from dogma_evolve.evaluation.transfer import spearman
+from dogma_evolve.evolution import assisted
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.evaluating import Evaluator, quality_of, stored_result
+from dogma_evolve.evolution.export import WEIGHTS_ARTIFACT
+from dogma_evolve.evolution.policy import OperatorPolicy, outcome
+from dogma_evolve.evolution.selection import assign_rank_and_crowding, pareto_front, quality_key
+from dogma_evolve.evolution.spaces.contract import Discard, Genotype, SearchSpace
+from dogma_evolve.evolution.spaces.registry import SPACES
+from dogma_evolve.evolution.strategies import make_strategy
+from dogma_evolve.evolution.transfer_audit import TransferAudit
+from dogma_evolve.evolution.types import Candidate, Event, GenerationReport, individual_class
+from dogma_evolve.store import (
     ArchiveIn,
     EvaluationIn,
     GenomeIn,
@@ -68,7 +68,7 @@ from store import (
     by_id,
     by_slot,
 )
-from store.liveness import Heartbeat, driver_token
+from dogma_evolve.store.liveness import Heartbeat, driver_token
 
 Birth = tuple[Genotype, str | None, dict[str, Any] | None, list[Candidate]]  # genome, op, change, mates
 STALL_LIMIT = 5  # generations in a row without a birth: the space has nothing new left
@@ -196,7 +196,7 @@ class Engine:
         # a user's task runs with the code it was pinned to, or not at all (TaskCodeError)
         import_recorded(record.task.split(","), f"resuming run {run_id}")
         if record.config.get("plugins"):  # its block kinds, pinned the same way (PluginError)
-            from phenotype.plugins import import_pinned
+            from dogma_evolve.phenotype.plugins import import_pinned
 
             import_pinned(record.config["plugins"])
         config = RunConfig.from_dict({**record.config, **overrides})

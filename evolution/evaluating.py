@@ -58,18 +58,18 @@ from typing import Any, NamedTuple
 
 from deap import tools
 
-from evaluation import EvalRequest, EvalResult
-from evaluation.budget import step_flops, steps_for_flops
-from evaluation.precision import pool_precision, precision_of
-from evaluation.protocol import Pool
-from evaluation.tasks import derive_seed, task_facts  # derive_seed: the one seed derivation
-from evolution.config import RunConfig
-from evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
-from evolution.selection import quality_key, single_objective
-from evolution.spaces.contract import SearchSpace
-from evolution.strategies import below_floor
-from evolution.types import Candidate, Event, GenerationReport, TaskResult
-from store import EvaluationIn, Store
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.evaluation.budget import step_flops, steps_for_flops
+from dogma_evolve.evaluation.precision import pool_precision, precision_of
+from dogma_evolve.evaluation.protocol import Pool
+from dogma_evolve.evaluation.tasks import derive_seed, task_facts  # derive_seed: the one seed derivation
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
+from dogma_evolve.evolution.selection import quality_key, single_objective
+from dogma_evolve.evolution.spaces.contract import SearchSpace
+from dogma_evolve.evolution.strategies import below_floor
+from dogma_evolve.evolution.types import Candidate, Event, GenerationReport, TaskResult
+from dogma_evolve.store import EvaluationIn, Store
 
 FAILED_QUALITY = -1e3  # below any score: a normalised accuracy under chance is negative
 FILTERED = "filtered"  # the status of a child the pre-filter stopped (store.EVALUATION_STATUSES)

@@ -31,12 +31,12 @@ from typing import Any
 import torch
 from safetensors.torch import load_model, save_file
 
-from evolution.errors import UsageError
-from genome import Genome
-from phenotype import DogmaModel, account, decode
-from phenotype.standalone.writer import check_package, write_package
-from phenotype.weights import save_weights
-from store import IndividualRecord, Store
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import DogmaModel, account, decode
+from dogma_evolve.phenotype.standalone.writer import check_package, write_package
+from dogma_evolve.phenotype.weights import save_weights
+from dogma_evolve.store import IndividualRecord, Store
 
 WEIGHTS_ARTIFACT = "weights"
 
@@ -52,8 +52,8 @@ def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = No
             f.flush()
             load_model(model, f.name)
         return model.eval(), "stored weights"
-    from evaluation import EvalRequest, train_model
-    from evaluation.precision import precision_of
+    from dogma_evolve.evaluation import EvalRequest, train_model
+    from dogma_evolve.evaluation.precision import precision_of
 
     evaluation = record.evaluation
     if evaluation is None or evaluation.status != "ok":
@@ -97,7 +97,7 @@ def export_individual(
     if fmt not in FORMATS:
         raise UsageError(f"unknown export format {fmt!r}: one of {', '.join(FORMATS)}")
     if fmt == "hf":
-        from evolution.export_hf import require_transformers
+        from dogma_evolve.evolution.export_hf import require_transformers
 
         require_transformers()  # before any work: a replay can take minutes
     out = Path(out_dir)
@@ -116,7 +116,7 @@ def export_individual(
         model, source = trained_phenotype(store, record, progress)
         evaluation = record.evaluation
         task_name = evaluation.task if evaluation else "mqar"
-        from evaluation import get_task
+        from dogma_evolve.evaluation import get_task
 
         task = get_task(task_name)
         gen = torch.Generator().manual_seed(0)
@@ -129,7 +129,7 @@ def export_individual(
         (tmp / "genome.yaml").write_text(genome.to_yaml())
         provenance = model_provenance(store, record, genome, source, task)
         if fmt == "hf":
-            from evolution.export_hf import write_hf_export
+            from dogma_evolve.evolution.export_hf import write_hf_export
 
             written = write_hf_export(model, genome, tmp, example, expected, provenance)
         else:

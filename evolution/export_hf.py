@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from evolution.errors import UsageError
-from genome import Genome
-from phenotype import DogmaModel
-from phenotype.standalone.hf import write_hf
-from phenotype.standalone.writer import StandaloneError
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import DogmaModel
+from dogma_evolve.phenotype.standalone.hf import write_hf
+from dogma_evolve.phenotype.standalone.writer import StandaloneError
 
 GENERATION_CONFIG = {"do_sample": False, "use_cache": True}
 

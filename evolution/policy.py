@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from deap import base
 
-from store import PolicyIn
+from dogma_evolve.store import PolicyIn
 
 
 def outcome(child: base.Fitness, parents: Iterable[base.Fitness], ok: bool = True) -> float:

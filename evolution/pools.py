@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evaluation import EvaluationPool
-    from store import LeaseIn, Store
+    from dogma_evolve.evaluation import EvaluationPool
+    from dogma_evolve.store import LeaseIn, Store
 
 Key = tuple[str, str, int, int]
 
@@ -23,7 +23,7 @@ class LeaseRouter:
     the evaluation it belongs to."""
 
     def __init__(self, store: Store, owners: Mapping[Key, str]) -> None:
-        from store import LeaseLog
+        from dogma_evolve.store import LeaseLog
 
         self.owners = dict(owners)
         self.logs = {run: LeaseLog(store, run) for run in set(self.owners.values())}
@@ -44,8 +44,8 @@ def ray_pool(
 ) -> EvaluationPool:
     """An unstarted `EvaluationPool` (use it as a context manager) with its leases logged to
     ``leases`` (module docstring); ``options`` go to `EvaluationPool` as they are."""
-    from evaluation import EvaluationPool  # torch and Ray: loaded by the commands that train
-    from store import LeaseLog
+    from dogma_evolve.evaluation import EvaluationPool  # torch and Ray: loaded by the commands that train
+    from dogma_evolve.store import LeaseLog
 
     on_lease: Any = LeaseLog(store, leases) if isinstance(leases, str) else LeaseRouter(store, leases)
     return EvaluationPool(

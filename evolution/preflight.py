@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import random
 
-from evolution.config import RunConfig
-from evolution.errors import UsageError
-from evolution.spaces.registry import SPACES
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.spaces.registry import SPACES
 
 
 def check_feasible(config: RunConfig) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evolution.objectives import quality_of
+from dogma_evolve.evolution.objectives import quality_of
 
 
 class RunProgress:

@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any
 
-from evolution.errors import UsageError
+from dogma_evolve.evolution.errors import UsageError
 
 #: Measurements of the machine, not of the model: never expected to repeat.
 _NOT_COMPARED_PREFIXES = ("worker_",)
@@ -36,8 +36,8 @@ def replay_individual(store: Any, record: Any, threads: int | None = None) -> di
     """Re-train ``record`` (an IndividualRecord) and compare; returns a JSON-able report."""
     import torch
 
-    from evaluation import EvalRequest, train_model
-    from evaluation.precision import precision_of
+    from dogma_evolve.evaluation import EvalRequest, train_model
+    from dogma_evolve.evaluation.precision import precision_of
 
     stored = record.evaluation
     if stored is None:

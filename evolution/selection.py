@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 
 from deap import tools
 
-from evolution.objectives import objective_value, quality_of
-from evolution.types import Candidate
+from dogma_evolve.evolution.objectives import objective_value, quality_of
+from dogma_evolve.evolution.types import Candidate
 
 #: the costs that break ties between equal qualities under one objective, in this order
 TIE_BREAK = ("params", "state_bytes")

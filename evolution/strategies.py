@@ -48,8 +48,14 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Self
 
-from evolution.selection import assign_rank_and_crowding, by_quality, quality_key, survivors, tournament
-from evolution.types import Candidate
+from dogma_evolve.evolution.selection import (
+    assign_rank_and_crowding,
+    by_quality,
+    quality_key,
+    survivors,
+    tournament,
+)
+from dogma_evolve.evolution.types import Candidate
 
 PATIENCE = 3  # `local`: generations without improving the incumbent before a restart
 PARENTS = 3  # `local`: children are neighbours of the best this many members

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.tasks import derive_seed
+from dogma_evolve.evaluation.tasks import derive_seed
 
 Features = Mapping[str, float]
 MIN_ROWS = 8

@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evaluation import EvalRequest, EvalResult
-from evaluation.precision import precision_of
-from genome import Genome
-from store import EvaluationIn, IndividualIn, Store, by_slot
-from store.liveness import Heartbeat
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.evaluation.precision import precision_of
+from dogma_evolve.genome import Genome
+from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
+from dogma_evolve.store.liveness import Heartbeat
 
 Key = tuple[str, str, int, int]
 Row = tuple[Any, str, dict[str, Any], str | None, float]  # point, status, metrics, reason, seconds
@@ -67,7 +67,7 @@ class TrainingRecorder:
 
     def lookup_points(self, points: list[Any]) -> list[Any]:
         """Settle the ``points`` the store already holds; return those still to train."""
-        from phenotype.plugins import pinned_loaded  # torch, as the training
+        from dogma_evolve.phenotype.plugins import pinned_loaded  # torch, as the training
 
         loaded = set(pinned_loaded())
         todo, copies = [], []
@@ -95,7 +95,7 @@ class TrainingRecorder:
 
     def request(self, point: Any, timeout_s: float) -> EvalRequest:
         """The pool's request that trains ``point``: its key, its genome, this run's precision."""
-        from phenotype.plugins import pinned_loaded  # torch, as the training
+        from dogma_evolve.phenotype.plugins import pinned_loaded  # torch, as the training
 
         genome_id, task, steps, seed = self.point_key(point)
         return EvalRequest(

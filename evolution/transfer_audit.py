@@ -25,11 +25,11 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from evaluation.transfer import WEAK_TRANSFER, is_weak, rank_transfer
-from evolution.config import RunConfig
-from evolution.evaluating import quality_of
-from evolution.spaces.contract import SearchSpace
-from store import IndividualRecord, Store, TransferIn
+from dogma_evolve.evaluation.transfer import WEAK_TRANSFER, is_weak, rank_transfer
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.evaluating import quality_of
+from dogma_evolve.evolution.spaces.contract import SearchSpace
+from dogma_evolve.store import IndividualRecord, Store, TransferIn
 
 Pair = tuple[float, float]
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from deap import base, creator
 
 if TYPE_CHECKING:
-    from evaluation.result import EvalResult
-    from store import EvaluationIn
+    from dogma_evolve.evaluation.result import EvalResult
+    from dogma_evolve.store import EvaluationIn
 
 WEIGHTS = (1.0, -1.0)
 MAX_OBJECTIVES = 5

@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genome import KindSpec, register_kind
-from genome.schema import integer
-from phenotype.blocks.base import BlockConfig, Mixer, linear_params
+from dogma_evolve.genome import KindSpec, register_kind
+from dogma_evolve.genome.schema import integer
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, linear_params
 
 KIND = "gated_deltanet"
 

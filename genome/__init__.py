@@ -10,11 +10,11 @@ registered when this package is imported. `genome.formats` says what a kind name
 each document format (`dogma: 1`, `dogma: 2`): format 2 renamed two kinds and moved no id.
 """
 
-from genome import kinds as _kinds  # noqa: F401  (registers the built-in gene kinds)
-from genome.core import Base, Edge, Gene, Genome, Region
-from genome.errors import GenomeError
-from genome.presets import PRESETS, load_genome, preset
-from genome.schema import (
+from dogma_evolve.genome import kinds as _kinds  # noqa: F401  (registers the built-in gene kinds)
+from dogma_evolve.genome.core import Base, Edge, Gene, Genome, Region
+from dogma_evolve.genome.errors import GenomeError
+from dogma_evolve.genome.presets import PRESETS, load_genome, preset
+from dogma_evolve.genome.schema import (
     BASE_TYPES,
     EDGE_KINDS,
     KINDS,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from genome.formats import CANONICAL_FORMAT, FORMAT, name_of
+from dogma_evolve.genome.formats import CANONICAL_FORMAT, FORMAT, name_of
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class Genome:
 
     def to_yaml(self) -> str:
         """The canonical YAML (what is hashed, stored and exported): the format-1 document."""
-        from genome.yaml_io import dump_yaml
+        from dogma_evolve.genome.yaml_io import dump_yaml
 
         return dump_yaml(self.to_dict(CANONICAL_FORMAT))
 
@@ -116,18 +116,18 @@ class Genome:
 
     @classmethod
     def from_dict(cls, doc: Any) -> Genome:
-        from genome.validate import parse_document
+        from dogma_evolve.genome.validate import parse_document
 
         return parse_document(doc)
 
     @classmethod
     def from_yaml(cls, text: str | bytes) -> Genome:
-        from genome.yaml_io import load_yaml
+        from dogma_evolve.genome.yaml_io import load_yaml
 
         return cls.from_dict(load_yaml(text))
 
     def sequence_view(self) -> str:
-        from genome.sequence import sequence_view
+        from dogma_evolve.genome.sequence import sequence_view
 
         return sequence_view(self)
 
@@ -144,7 +144,7 @@ class Genome:
 
     def promoter_of(self, region_id: str) -> dict[str, Any]:
         """Expression settings that apply to a coding region (defaults when no promoter)."""
-        from genome.schema import PROMOTER
+        from dogma_evolve.genome.schema import PROMOTER
 
         out = {k: s.default for k, s in PROMOTER.items()}
         for prev, cur in zip(self.regions, self.regions[1:], strict=False):

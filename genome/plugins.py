@@ -15,7 +15,8 @@ plain and checkable:
   an edit to any of them changes the fingerprint; the installed distribution's version
   is recorded beside it where there is one.
 
-Nothing here runs on import, and this module imports nothing else of the project.
+Nothing here runs on import, and this module imports nothing else of the project but the
+old names' aliases (`genome.legacy_names`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from dogma_evolve.genome import legacy_names
 
 #: hex digits of a fingerprint: 64 bits, to tell versions of one user's code apart
 FINGERPRINT_CHARS = 16
@@ -61,7 +64,10 @@ def _dotted(text: str) -> bool:
 
 
 def import_module(module: str) -> object:
-    """Import ``module``; from the current directory too when it is not found elsewhere."""
+    """Import ``module``; from the current directory too when it is not found elsewhere.
+    A user's module written before the namespace (``from genome import ...``) still loads:
+    the old names alias ours (`genome.legacy_names`)."""
+    legacy_names.install()
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as error:

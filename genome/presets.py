@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from genome.core import Genome
-from genome.errors import GenomeError
+from dogma_evolve.genome.core import Genome
+from dogma_evolve.genome.errors import GenomeError
 
 
 def _doc(structural: dict[str, Any], layers: int, bases: list[dict[str, Any]]) -> dict[str, Any]:

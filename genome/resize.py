@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from genome.schema import KINDS
+from dogma_evolve.genome.schema import KINDS
 
 Doc = dict[str, Any]
 SCALED = ("hidden", "width")  # widths that keep their ratio to d_model

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from genome.core import Genome
-from genome.schema import KINDS, PROMOTER, STRUCTURAL
+from dogma_evolve.genome.core import Genome
+from dogma_evolve.genome.schema import KINDS, PROMOTER, STRUCTURAL
 
 _STRUCTURAL_SHORT = {"d_model": "d", "vocab": "V", "positions": "pos", "norm": "norm"}
 

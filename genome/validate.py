@@ -27,10 +27,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from genome.core import Base, Edge, Gene, Genome, Region
-from genome.errors import GenomeError
-from genome.formats import FORMAT, FORMATS, kind_named
-from genome.schema import (
+from dogma_evolve.genome.core import Base, Edge, Gene, Genome, Region
+from dogma_evolve.genome.errors import GenomeError
+from dogma_evolve.genome.formats import FORMAT, FORMATS, kind_named
+from dogma_evolve.genome.schema import (
     BASE_TYPES,
     EDGE_KINDS,
     KINDS,

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from genome.errors import GenomeError
+from dogma_evolve.genome.errors import GenomeError
 
 MAX_BYTES = 1 << 20  # a 1000-layer genome is ~100 KB
 MAX_DEPTH = 16  # genome documents nest 5 deep

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from genome import Genome
-from phenotype.accounting import Accounting, account
-from phenotype.config import ModelConfig, model_config
-from phenotype.model import DogmaModel
-from phenotype.registry import REGISTRY, BlockSpec
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype.accounting import Accounting, account
+from dogma_evolve.phenotype.config import ModelConfig, model_config
+from dogma_evolve.phenotype.model import DogmaModel
+from dogma_evolve.phenotype.registry import REGISTRY, BlockSpec
 
 
 def decode(genome: Genome, device: str | torch.device | None = None) -> DogmaModel:

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from genome import Genome
-from phenotype.blocks.regulation import edge_gate_params
-from phenotype.config import CodingStage, ModelConfig, RegulatoryStage, model_config
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype.blocks.regulation import edge_gate_params
+from dogma_evolve.phenotype.config import CodingStage, ModelConfig, RegulatoryStage, model_config
 
 BYTES_PER_STATE_ELEMENT = 2
 

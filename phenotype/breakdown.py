@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from genome import Genome
-from phenotype.accounting import BYTES_PER_STATE_ELEMENT, Accounting, account
-from phenotype.blocks.base import BlockConfig
-from phenotype.blocks.regulation import edge_gate_params
-from phenotype.config import CodingStage, ModelConfig, RegulatoryStage, model_config
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype.accounting import BYTES_PER_STATE_ELEMENT, Accounting, account
+from dogma_evolve.phenotype.blocks.base import BlockConfig
+from dogma_evolve.phenotype.blocks.regulation import edge_gate_params
+from dogma_evolve.phenotype.config import CodingStage, ModelConfig, RegulatoryStage, model_config
 
 EMBEDDING = "Token embedding"
 POSITIONS = "Positions"

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TypeVar
 
-from genome import Genome, preset
-from phenotype.blocks.base import BlockConfig
-from phenotype.blocks.expression import ExpressionConfig
-from phenotype.blocks.regulation import GateConfig
-from phenotype.blocks.strand import StrandAttentionConfig
-from phenotype.breakdown import Breakdown, si
-from phenotype.chapter_table import (
+from dogma_evolve.genome import Genome, preset
+from dogma_evolve.phenotype.blocks.base import BlockConfig
+from dogma_evolve.phenotype.blocks.expression import ExpressionConfig
+from dogma_evolve.phenotype.blocks.regulation import GateConfig
+from dogma_evolve.phenotype.blocks.strand import StrandAttentionConfig
+from dogma_evolve.phenotype.breakdown import Breakdown, si
+from dogma_evolve.phenotype.chapter_table import (
     ALL_BLOCKS_TOTAL,
     ALLOCATION,
     ALLOCATION_TOTAL,
@@ -34,7 +34,7 @@ from phenotype.chapter_table import (
     ChapterRow,
     formula_flops,
 )
-from phenotype.config import CodingStage, ModelConfig, RegulatoryStage, model_config
+from dogma_evolve.phenotype.config import CodingStage, ModelConfig, RegulatoryStage, model_config
 
 PRESET = "dogma-byte"
 _C = TypeVar("_C", bound=BlockConfig)

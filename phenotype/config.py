@@ -22,14 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from genome import Genome
-from phenotype.blocks.base import BlockConfig
-from phenotype.blocks.norm import NormConfig
-from phenotype.blocks.regulation import AllostericConfig, GateConfig
-from phenotype.registry import REGISTRY
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype.blocks.base import BlockConfig
+from dogma_evolve.phenotype.blocks.norm import NormConfig
+from dogma_evolve.phenotype.blocks.regulation import AllostericConfig, GateConfig
+from dogma_evolve.phenotype.registry import REGISTRY
 
 if TYPE_CHECKING:
-    from phenotype.model import DogmaModel
+    from dogma_evolve.phenotype.model import DogmaModel
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class ModelConfig:
     stages: tuple[Stage, ...]
 
     def build(self) -> DogmaModel:
-        from phenotype.model import DogmaModel  # here: model imports this module
+        from dogma_evolve.phenotype.model import DogmaModel  # here: model imports this module
 
         return DogmaModel(self)
 
@@ -87,7 +87,7 @@ class ModelConfig:
 
 def _block(kind: str) -> type[BlockConfig]:
     if kind not in REGISTRY:
-        raise KeyError(f"gene kind {kind!r} has no block: no phenotype.blocks config names it")
+        raise KeyError(f"gene kind {kind!r} has no block: no dogma_evolve.phenotype.blocks config names it")
     return REGISTRY[kind].config
 
 

@@ -34,11 +34,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.flop_counter import FlopCounterMode
 
-import kernels
-from genome import KINDS, Genome
-from genome.validate import SIGNAL_KIND
-from phenotype.blocks.base import REGISTRY, BlockConfig, Mixer
-from phenotype.config import CodingStage, model_config
+import dogma_evolve.kernels as kernels
+from dogma_evolve.genome import KINDS, Genome
+from dogma_evolve.genome.validate import SIGNAL_KIND
+from dogma_evolve.phenotype.blocks.base import REGISTRY, BlockConfig, Mixer
+from dogma_evolve.phenotype.config import CodingStage, model_config
 
 B, T = 2, 11  # a batch and an odd length: what the built-ins are checked at
 # Every public kernel entry point: its work is the blocks' declared `extra_flops_per_token`,
@@ -236,7 +236,7 @@ def check_regulatory(kind: str) -> list[Failure]:
     """The failed checks of a regulatory kind at its defaults, in a small model (attention +
     swiglu, two copies) it regulates: the model's causality, step == forward, gradients to
     every parameter, and accounting (params, FLOPs) equal to the built model."""
-    from phenotype.accounting import account
+    from dogma_evolve.phenotype.accounting import account
 
     doc = genome_doc(
         [

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import Carry, Mixer
-from phenotype.blocks.regulation import AllostericRouter, EdgeGate
-from phenotype.config import CodingStage, ModelConfig, RegulatoryStage
+from dogma_evolve.phenotype.blocks.base import Carry, Mixer
+from dogma_evolve.phenotype.blocks.regulation import AllostericRouter, EdgeGate
+from dogma_evolve.phenotype.config import CodingStage, ModelConfig, RegulatoryStage
 
 
 class ResidualLayer(nn.Module):

@@ -31,10 +31,10 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from genome import plugins
-from genome.plugins import PluginError  # every refusal here: one line (a ValueError)
-from genome.schema import KINDS
-from phenotype.blocks.base import REGISTRY
+from dogma_evolve.genome import plugins
+from dogma_evolve.genome.plugins import PluginError  # every refusal here: one line (a ValueError)
+from dogma_evolve.genome.schema import KINDS
+from dogma_evolve.phenotype.blocks.base import REGISTRY
 
 ENTRY_POINT_GROUP = "dogma_evolve.kinds"
 _PINNED = re.compile(rf"^(?P<module>[A-Za-z_][\w.]*)#(?P<digest>[0-9a-f]{{{plugins.FINGERPRINT_CHARS}}})$")
@@ -163,7 +163,7 @@ def pin(
 def _check_contract(record: dict[str, Any]) -> None:
     """Refuse a plugin whose kinds fail the block contract (`phenotype.contract`), naming
     the failed checks, before a run trains a block that, say, reads future tokens."""
-    from phenotype.contract import check_kind
+    from dogma_evolve.phenotype.contract import check_kind
 
     for kind in record["kinds"]:
         failures = check_kind(kind)
@@ -186,7 +186,7 @@ def used_by(texts: tuple[str, ...] | list[str], genome_yaml: str) -> list[str]:
     """The pinned plugins among ``texts`` (loaded) whose kinds the genome holds: what its
     evaluation records (``metrics["plugins"]``), so that a result is reused only by a run
     pinned to the same code (`evolution.evaluating`)."""
-    from genome import Genome
+    from dogma_evolve.genome import Genome
 
     try:
         kinds = {b.gene.kind for r in Genome.from_yaml(genome_yaml).regions for b in r.bases}

@@ -8,7 +8,7 @@ them all. The kind's gene (params, defaults, derivations, base types, regions) i
 
 from __future__ import annotations
 
-import phenotype.blocks  # noqa: F401  (imports every block module, registering it)
-from phenotype.blocks.base import REGISTRY, BlockSpec
+import dogma_evolve.phenotype.blocks  # noqa: F401  (imports every block module, registering it)
+from dogma_evolve.phenotype.blocks.base import REGISTRY, BlockSpec
 
 __all__ = ["REGISTRY", "BlockSpec"]

@@ -14,10 +14,10 @@ This file only re-exports. The package's own modules import each other by their 
 package (``from store import ...``): this file imports them, so that would be a circle.
 """
 
-from store.ladder import LadderRankIn, LadderRankRecord
-from store.leases import LeaseLog
-from store.models import EVALUATION_STATUSES, LEASE_STATES, RANKED_BY, RUN_KINDS, RUN_STATUSES
-from store.records import (
+from dogma_evolve.store.ladder import LadderRankIn, LadderRankRecord
+from dogma_evolve.store.leases import LeaseLog
+from dogma_evolve.store.models import EVALUATION_STATUSES, LEASE_STATES, RANKED_BY, RUN_KINDS, RUN_STATUSES
+from dogma_evolve.store.records import (
     AncestryStep,
     ArchiveIn,
     ArchiveRecord,
@@ -40,7 +40,7 @@ from store.records import (
     by_id,
     by_slot,
 )
-from store.store import Store
+from dogma_evolve.store.store import Store
 
 __all__ = [
     "EVALUATION_STATUSES",

@@ -15,8 +15,8 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store.models import Artifact, Individual
-from store.records import StoreError
+from dogma_evolve.store.models import Artifact, Individual
+from dogma_evolve.store.records import StoreError
 
 
 @dataclass(frozen=True)

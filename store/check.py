@@ -44,17 +44,27 @@ from sqlalchemy import Table, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.schema import UniqueConstraint
 
-import store.artifacts as artifacts
-import store.leases as lease_rows
-import store.liveness as liveness
-import store.migrations as migrations
-import store.schema as schema
-import store.transactions as transactions
-from store.engine import describe, open_engines
-from store.keys import fidelity_key
-from store.models import Artifact, Base, Evaluation, Genome, Individual, Lease, Lineage, Run, utcnow
-from store.records import StoreError
-from store.store import Store
+import dogma_evolve.store.artifacts as artifacts
+import dogma_evolve.store.leases as lease_rows
+import dogma_evolve.store.liveness as liveness
+import dogma_evolve.store.migrations as migrations
+import dogma_evolve.store.schema as schema
+import dogma_evolve.store.transactions as transactions
+from dogma_evolve.store.engine import describe, open_engines
+from dogma_evolve.store.keys import fidelity_key
+from dogma_evolve.store.models import (
+    Artifact,
+    Base,
+    Evaluation,
+    Genome,
+    Individual,
+    Lease,
+    Lineage,
+    Run,
+    utcnow,
+)
+from dogma_evolve.store.records import StoreError
+from dogma_evolve.store.store import Store
 
 OK, PROBLEM, FIXED = "ok", "problem", "fixed"
 #: Offending ids a finding names in its detail (all of them are in ``ids``, up to LISTED).

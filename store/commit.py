@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import Insert, insert, select
 from sqlalchemy.orm import Session
 
-from store.keys import HEX, checked_ref, chunks, fidelity_key
-from store.models import (
+from dogma_evolve.store.keys import HEX, checked_ref, chunks, fidelity_key
+from dogma_evolve.store.models import (
     EVALUATION_STATUSES,
     RANKED_BY,
     Archive,
@@ -31,7 +31,7 @@ from store.models import (
     Transfer,
     canonical_json,
 )
-from store.records import (
+from dogma_evolve.store.records import (
     ArchiveIn,
     EvaluationIn,
     GenomeIn,

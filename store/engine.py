@@ -36,7 +36,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
-from store.records import StoreError
+from dogma_evolve.store.records import StoreError
 
 BUSY_TIMEOUT_SECONDS = 30.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"

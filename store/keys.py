@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-from store.models import canonical_json
-from store.records import Ref, StoreError
+from dogma_evolve.store.models import canonical_json
+from dogma_evolve.store.records import Ref, StoreError
 
 T = TypeVar("T")
 HEX = re.compile(r"[0-9a-f]+")

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, fields
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from store.keys import fidelity_key
-from store.models import Individual, LadderRank, Transfer
-from store.records import StoreError, TransferIn
+from dogma_evolve.store.keys import fidelity_key
+from dogma_evolve.store.models import Individual, LadderRank, Transfer
+from dogma_evolve.store.records import StoreError, TransferIn
 
 
 @dataclass(frozen=True)

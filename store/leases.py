@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store.keys import fidelity_key
-from store.models import LEASE_STATES, Lease, Run, utcnow
-from store.records import LeaseIn, LeaseRecord, StoreError
+from dogma_evolve.store.keys import fidelity_key
+from dogma_evolve.store.models import LEASE_STATES, Lease, Run, utcnow
+from dogma_evolve.store.records import LeaseIn, LeaseRecord, StoreError
 
 if TYPE_CHECKING:  # the Store imports this module for its lease methods
-    from store.store import Store
+    from dogma_evolve.store.store import Store
 
 
 class LeaseLog:

@@ -49,11 +49,11 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store.models import Lease, Run, utcnow
-from store.records import StoreError
+from dogma_evolve.store.models import Lease, Run, utcnow
+from dogma_evolve.store.records import StoreError
 
 if TYPE_CHECKING:  # the Store imports this module for its liveness methods
-    from store.store import Store
+    from dogma_evolve.store.store import Store
 
 #: Seconds between two heartbeats of a run's driver.
 BEAT_EVERY_S = 10.0

@@ -16,9 +16,19 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from store.keys import HEX, chunks, fidelity_key
-from store.models import Archive, Evaluation, Genome, Individual, Lineage, Member, Policy, Run, Transfer
-from store.records import (
+from dogma_evolve.store.keys import HEX, chunks, fidelity_key
+from dogma_evolve.store.models import (
+    Archive,
+    Evaluation,
+    Genome,
+    Individual,
+    Lineage,
+    Member,
+    Policy,
+    Run,
+    Transfer,
+)
+from dogma_evolve.store.records import (
     AncestryStep,
     ArchiveRecord,
     EvaluationRecord,

@@ -189,7 +189,7 @@ class RunRecord:
         """The stored status, or ``interrupted`` for a ``running`` run whose driver is not
         alive now (:func:`store.liveness.shown_status` with the default stale limit, or a
         driver process of this host that is gone: :func:`store.liveness.gone_here`)."""
-        from store.liveness import INTERRUPTED, driver_alive, shown_status  # liveness imports us
+        from dogma_evolve.store.liveness import INTERRUPTED, driver_alive, shown_status  # liveness imports us
 
         if self.status == "running" and self.driver is not None:
             return self.status if driver_alive(self.driver, self.heartbeat) else INTERRUPTED

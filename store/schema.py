@@ -27,9 +27,9 @@ from sqlalchemy import Engine, func, inspect, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-import store.transactions as transactions
-from store.engine import Engines, describe
-from store.records import StoreError
+import dogma_evolve.store.transactions as transactions
+from dogma_evolve.store.engine import Engines, describe
+from dogma_evolve.store.records import StoreError
 
 # Alembic is imported when a store is opened, not with the package: `import store` stays as
 # fast as SQLAlchemy alone for commands that never open one.
@@ -60,7 +60,7 @@ def require_head(engines: Engines, url: str) -> None:
         return
     if not stored and not has_runs:
         raise StoreError("it holds no evolve store (no runs table); nothing was created")
-    import store.migrations as migrations
+    import dogma_evolve.store.migrations as migrations
 
     revision = f"revision {', '.join(stored)}" if stored else "release 0.1's (no Alembic revision)"
     raise StoreError(
@@ -73,7 +73,7 @@ def require_head(engines: Engines, url: str) -> None:
 def upgrade_command(url: str) -> str:
     """The command line that brings the store at ``url`` to the newest revision (the
     password, if any, hidden)."""
-    return f"`python -m store.migrations --url '{describe(url)}' upgrade head`"
+    return f"`python -m dogma_evolve.store.migrations --url '{describe(url)}' upgrade head`"
 
 
 def stored_revisions(connection: Connection) -> tuple[str, ...]:
@@ -100,7 +100,7 @@ def _has_runs(session: Session) -> bool:
 
 
 def _at_head(stored: tuple[str, ...]) -> bool:
-    import store.migrations as migrations
+    import dogma_evolve.store.migrations as migrations
 
     unknown = sorted(revision for revision in stored if not migrations.known(revision))
     if unknown:
@@ -115,7 +115,7 @@ def _upgrade(engine: Engine) -> None:
     from alembic import command
     from alembic.util import CommandError
 
-    import store.migrations as migrations
+    import dogma_evolve.store.migrations as migrations
 
     with migration_connection(engine) as connection:
         if _at_head(stored_revisions(connection)):

@@ -30,16 +30,16 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
-import store.artifacts as artifacts
-import store.commit as commit
-import store.ladder as ladder_rows
-import store.leases as lease_rows
-import store.liveness as liveness
-import store.queries as queries
-import store.transactions as transactions
-from store.engine import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
-from store.models import RUN_KINDS, RUN_STATUSES, Run, utcnow
-from store.records import (
+import dogma_evolve.store.artifacts as artifacts
+import dogma_evolve.store.commit as commit
+import dogma_evolve.store.ladder as ladder_rows
+import dogma_evolve.store.leases as lease_rows
+import dogma_evolve.store.liveness as liveness
+import dogma_evolve.store.queries as queries
+import dogma_evolve.store.transactions as transactions
+from dogma_evolve.store.engine import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
+from dogma_evolve.store.models import RUN_KINDS, RUN_STATUSES, Run, utcnow
+from dogma_evolve.store.records import (
     AncestryStep,
     ArchiveIn,
     ArchiveRecord,
@@ -59,7 +59,7 @@ from store.records import (
     TransferIn,
     TransferRecord,
 )
-from store.schema import require_head, upgrade_to_head
+from dogma_evolve.store.schema import require_head, upgrade_to_head
 
 T = TypeVar("T")
 

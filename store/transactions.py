@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from store.records import StoreError
+from dogma_evolve.store.records import StoreError
 
 T = TypeVar("T")
 WRITE_ATTEMPTS = 5

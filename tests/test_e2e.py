@@ -27,7 +27,7 @@ RUN_ARGS = ["--population", "8", "--generations", "2", "--steps", "20", "--seed"
 
 
 def evolve(*args: str, store: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "evolution.cli.main", *args, "--store", f"sqlite:///{store}"]
+    cmd = [sys.executable, "-m", "dogma_evolve.evolution.cli.main", *args, "--store", f"sqlite:///{store}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -98,12 +98,12 @@ def test_export_loads_with_torch_alone(finished_run, tmp_path):
     script = textwrap.dedent(f"""
         import sys
         sys.path.append({site_packages!r})
-        for name in ("genome", "phenotype", "kernels", "evolution", "evaluation", "store"):
-            try:
-                __import__(name)
-            except ImportError:
-                continue
-            raise SystemExit(f"package {{name}} is importable")
+        try:
+            __import__("dogma_evolve")
+        except ImportError:
+            pass
+        else:
+            raise SystemExit("package dogma_evolve is importable")
         import torch
         from safetensors.torch import load_file
         program = torch.export.load({str(out / "model.pt2")!r}).module()
@@ -136,7 +136,7 @@ def test_sigkill_after_a_committed_generation_then_resume(finished_run, tmp_path
     cmd = [
         sys.executable,
         "-m",
-        "evolution.cli.main",
+        "dogma_evolve.evolution.cli.main",
         "run",
         *RUN_ARGS,
         "--json",

@@ -34,6 +34,8 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The one import name the six packages install under (``dogma_evolve.genome``, ...).
+NAMESPACE = "dogma_evolve"
 
 #: Each package, lowest layer first, and the other project packages it may import.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -120,6 +122,7 @@ class _ImportReader(ast.NodeVisitor):
     def __init__(self, module: Module) -> None:
         self.module = module
         self.imports: list[Import] = []
+        self.bare: list[Import] = []  # absolute imports of a package without the namespace
         self._functions = 0  # how many function bodies the visit is inside
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -138,16 +141,17 @@ class _ImportReader(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            self._found(alias.name, node)
+            self._found(alias.name, node, absolute=True)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         base = self._absolute(node)
         if base is None:
             return
-        self._found(base, node)
+        absolute = node.level == 0
+        self._found(base, node, absolute)
         for alias in node.names:
             if alias.name != "*":
-                self._found(f"{base}.{alias.name}", node)
+                self._found(f"{base}.{alias.name}", node, absolute)
 
     def _absolute(self, node: ast.ImportFrom) -> str | None:
         """The module a ``from ... import`` names, relative dots resolved (None: a relative
@@ -160,16 +164,31 @@ class _ImportReader(ast.NodeVisitor):
         anchor = home[: len(home) - node.level + 1]
         return ".".join([*anchor, node.module] if node.module else anchor)
 
-    def _found(self, target: str, node: ast.stmt) -> None:
-        if target.split(".")[0] in MAY_IMPORT:
-            self.imports.append(Import(self.module, target, node.lineno, self._functions > 0))
+    def _found(self, target: str, node: ast.stmt, absolute: bool) -> None:
+        """Record a project import under the package's own name (``dogma_evolve.store.x``:
+        ``store.x``); an absolute one without the namespace goes to ``bare``."""
+        inside = target.removeprefix(f"{NAMESPACE}.") if absolute else target
+        if inside.split(".")[0] not in MAY_IMPORT:
+            return
+        found = Import(self.module, inside, node.lineno, self._functions > 0)
+        (self.bare if absolute and inside == target else self.imports).append(found)
 
 
 def read_imports(module: Module) -> list[Import]:
     """The project imports of ``module``, in source order."""
+    return _read(module).imports
+
+
+def read_bare_imports(module: Module) -> list[Import]:
+    """The absolute imports of ``module`` that name a package without ``dogma_evolve.``."""
+    return _read(module).bare
+
+
+@cache
+def _read(module: Module) -> _ImportReader:
     reader = _ImportReader(module)
     reader.visit(ast.parse(module.path.read_text(encoding="utf-8"), filename=str(module.path)))
-    return reader.imports
+    return reader
 
 
 def resolve(target: str, modules: Mapping[str, Module]) -> str | None:
@@ -249,6 +268,20 @@ def test_every_package_is_read() -> None:
     assert any(i.source.package == "evolution" and i.package == "store" for i in imports)
 
 
+def test_nothing_imports_a_package_by_its_bare_name() -> None:
+    """Our packages import as ``dogma_evolve.<package>`` only: a bare ``kernels`` or ``store``
+    is another distribution's in a user's environment (Hugging Face's ``kernels``). Checked in
+    the packages and in the tests, benchmarks and examples (a store fixture's old plugin file,
+    kept byte for byte, aside)."""
+    modules, _ = project()
+    found = [i for module in modules.values() for i in read_bare_imports(module)]
+    for folder in ("tests", "benchmarks", "examples"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "fixtures" not in path.parts:
+                found += read_bare_imports(Module(path.relative_to(ROOT).with_suffix("").as_posix(), path))
+    assert not found, "\n".join(f"{i.where(ROOT)}: {i.target}" for i in found)
+
+
 def test_no_import_runs_up_the_layers() -> None:
     modules, imports = project()
     upward = {
@@ -302,8 +335,8 @@ def test_no_package_folder_holds_more_than_twenty_modules() -> None:
 
 def test_the_reader_counts_imports_as_the_rules_say(tmp_path: Path) -> None:
     sources = {
-        "store/__init__.py": "from store.api import Store\n",
-        "store/api.py": "from store import rows\nfrom . import keys\n",
+        "store/__init__.py": "from dogma_evolve.store.api import Store\n",
+        "store/api.py": "from dogma_evolve.store import rows\nfrom . import keys\n",
         "store/rows.py": "",
         "store/keys.py": "from .rows import *\n",
         "store/sub/__init__.py": "from .. import keys\n",
@@ -311,17 +344,18 @@ def test_the_reader_counts_imports_as_the_rules_say(tmp_path: Path) -> None:
         "genome/__init__.py": "",
         "genome/core.py": (
             "from typing import TYPE_CHECKING\n"
-            "if TYPE_CHECKING:\n    import evolution.engine\nelse:\n    import kernels\n"
-            "try:\n    import phenotype.model\nexcept ImportError:\n    pass\n"
-            "class A:\n    import store.keys\n"
-            "def f():\n    with open('x'):\n        from evolution import engine\n"
+            "if TYPE_CHECKING:\n    import dogma_evolve.evolution.engine\n"
+            "else:\n    import dogma_evolve.kernels\n"
+            "try:\n    import dogma_evolve.phenotype.model\nexcept ImportError:\n    pass\n"
+            "class A:\n    import dogma_evolve.store.keys\n"
+            "def f():\n    with open('x'):\n        from dogma_evolve.evolution import engine\n"
         ),
         "kernels/__init__.py": "",
         "phenotype/__init__.py": "",
-        "phenotype/model.py": "",
+        "phenotype/model.py": "import kernels\nfrom store import keys\n",  # the old bare names
         "evaluation/__init__.py": "",
         "evolution/__init__.py": "",
-        "evolution/engine.py": "import genome.core\n",
+        "evolution/engine.py": "import dogma_evolve.genome.core\n",
     }
     for name, text in sources.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -347,6 +381,12 @@ def test_the_reader_counts_imports_as_the_rules_say(tmp_path: Path) -> None:
         ("genome.core", "evolution", True),  # in a function: deferred
         ("genome.core", "evolution.engine", True),
         ("evolution.engine", "genome.core", False),
+    }
+    bare = {(i.source.name, i.target) for module in modules.values() for i in read_bare_imports(module)}
+    assert bare == {
+        ("phenotype.model", "kernels"),
+        ("phenotype.model", "store"),
+        ("phenotype.model", "store.keys"),
     }
     imports = [i for module in modules.values() for i in read_imports(module)]
     assert circles(import_graph(imports, modules, deferred=False)) == [["store", "store.api"]]

@@ -18,7 +18,7 @@ import time
 import pytest
 from sqlalchemy import create_engine, text
 
-from store.testing import postgres_base_url, scratch_database
+from dogma_evolve.store.testing import postgres_base_url, scratch_database
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -57,7 +57,7 @@ def test_search_runs_on_both_nodes(cluster, store_url):
     cmd = [
         sys.executable,
         "-m",
-        "evolution.cli.main",
+        "dogma_evolve.evolution.cli.main",
         "run",
         "--population",
         "4",
@@ -96,7 +96,7 @@ def test_search_runs_on_both_nodes(cluster, store_url):
 
 
 def test_joining_an_address_where_nothing_listens_fails_fast():
-    from evaluation import EvaluationPool
+    from dogma_evolve.evaluation import EvaluationPool
 
     with socket.socket() as probe:  # a port that was free a moment ago
         probe.bind(("127.0.0.1", 0))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evolution import load_search
+from dogma_evolve.evolution import load_search
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -14,7 +14,7 @@ so ``LadderError`` and ``min_boot`` come without numpy and scipy.
 
 from typing import TYPE_CHECKING
 
-from evaluation.lazy import install
+from dogma_evolve.evaluation.lazy import install
 
 if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr__
     from .checks import LadderError, min_boot
@@ -23,18 +23,18 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr
     from .surface import LossSurfaceFit, fit_loss_surface
 
 _EXPORTS = {
-    "Comparison": "evaluation.scaling.compare",
-    "LadderError": "evaluation.scaling.checks",
-    "LossSurfaceFit": "evaluation.scaling.surface",
-    "PowerLawFit": "evaluation.scaling.fit",
-    "compare": "evaluation.scaling.compare",
-    "crossings": "evaluation.scaling.compare",
-    "fit_loss_surface": "evaluation.scaling.surface",
-    "fit_power_law": "evaluation.scaling.fit",
-    "loss_gap": "evaluation.scaling.compare",
-    "loss_on_rule": "evaluation.scaling.compare",
-    "min_boot": "evaluation.scaling.checks",
-    "sample_efficiency": "evaluation.scaling.compare",
+    "Comparison": "dogma_evolve.evaluation.scaling.compare",
+    "LadderError": "dogma_evolve.evaluation.scaling.checks",
+    "LossSurfaceFit": "dogma_evolve.evaluation.scaling.surface",
+    "PowerLawFit": "dogma_evolve.evaluation.scaling.fit",
+    "compare": "dogma_evolve.evaluation.scaling.compare",
+    "crossings": "dogma_evolve.evaluation.scaling.compare",
+    "fit_loss_surface": "dogma_evolve.evaluation.scaling.surface",
+    "fit_power_law": "dogma_evolve.evaluation.scaling.fit",
+    "loss_gap": "dogma_evolve.evaluation.scaling.compare",
+    "loss_on_rule": "dogma_evolve.evaluation.scaling.compare",
+    "min_boot": "dogma_evolve.evaluation.scaling.checks",
+    "sample_efficiency": "dogma_evolve.evaluation.scaling.compare",
 }
 
 __all__ = [  # = the keys of _EXPORTS, spelt out for the linters

@@ -44,7 +44,7 @@ from urllib.parse import quote, unquote
 
 import torch
 
-from genome import plugins
+from dogma_evolve.genome import plugins
 
 from .base import IGNORE_INDEX, Task
 

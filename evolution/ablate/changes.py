@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from genome import Genome, GenomeError
-from genome.schema import KINDS
+from dogma_evolve.genome import Genome, GenomeError
+from dogma_evolve.genome.schema import KINDS
 
 MATCH_TOLERANCE = 0.05  # a size-matched block lies within 5 % of the one it replaces
 ARROW = "→"  # in names; ``--only`` also takes "->"
@@ -86,7 +86,7 @@ def normalise(name: str) -> str:
 
 def block_params(kind: str, params: Mapping[str, Any], structural: Mapping[str, Any]) -> int:
     """Parameters of one layer of a gene (its block config's ``num_params``)."""
-    from phenotype.registry import REGISTRY
+    from dogma_evolve.phenotype.registry import REGISTRY
 
     return int(REGISTRY[kind].config.from_gene(dict(params), structural).num_params())
 

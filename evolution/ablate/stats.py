@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evolution.ablate.study import CONFIDENCE, Plan
-from evolution.evaluating import quality_of
+from dogma_evolve.evolution.ablate.study import CONFIDENCE, Plan
+from dogma_evolve.evolution.evaluating import quality_of
 
 
 def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:

@@ -47,15 +47,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from evaluation.precision import LEGACY_PRECISION, pool_precision
-from evolution.ablate.changes import Change, derive_changes, normalise
-from evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
-from evolution.config import RunConfig
-from evolution.evaluating import Evaluator
-from evolution.training_run import TrainingRecorder
-from evolution.types import Candidate
-from genome import Genome
-from store import IndividualRecord, Store
+from dogma_evolve.evaluation.precision import LEGACY_PRECISION, pool_precision
+from dogma_evolve.evolution.ablate.changes import Change, derive_changes, normalise
+from dogma_evolve.evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.evaluating import Evaluator
+from dogma_evolve.evolution.training_run import TrainingRecorder
+from dogma_evolve.evolution.types import Candidate
+from dogma_evolve.genome import Genome
+from dogma_evolve.store import IndividualRecord, Store
 
 CONFIDENCE = 0.95
 BASELINE = "baseline"
@@ -175,8 +175,8 @@ def make_plan(
     """The ablation of ``record`` (module docstring); ``AblateError`` when it cannot be made:
     a run that is no DOGMA search, seeds out of range, an ``only`` name the genome has no
     change of."""
-    from evolution.spaces.registry import SPACES
-    from phenotype import account
+    from dogma_evolve.evolution.spaces.registry import SPACES
+    from dogma_evolve.phenotype import account
 
     if not 1 <= seeds <= MAX_SEEDS:
         raise AblateError(f"--seeds {seeds}: from 1 to {MAX_SEEDS}")

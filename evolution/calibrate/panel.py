@@ -23,9 +23,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from evolution.calibrate.defaults import MAX_RANDOM, MAX_RUNGS, MAX_STEPS
-from evolution.spaces.dogma.space import DogmaSpace
-from genome import Genome
+from dogma_evolve.evolution.calibrate.defaults import MAX_RANDOM, MAX_RUNGS, MAX_STEPS
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from dogma_evolve.genome import Genome
 
 #: (width, most copies of a coding region) of the presets, as ``initial_population`` makes them
 PRESET_SHAPES = ((64, 2), (32, 1))
@@ -81,8 +81,8 @@ def make_ladder(steps: int, rungs: tuple[int, ...], target: int) -> Ladder:
 def preset_members(space: DogmaSpace, limit: int | None = None) -> list[Member]:
     """The space's generation-0 presets within its hard constraints, the first ``limit``
     (module docstring)."""
-    from evolution.spaces.dogma.seeds import SEED_PRESETS, scale_down
-    from genome import PRESETS
+    from dogma_evolve.evolution.spaces.dogma.seeds import SEED_PRESETS, scale_down
+    from dogma_evolve.genome import PRESETS
 
     out: list[Member] = []
     for name in SEED_PRESETS:

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.transfer import RESAMPLES, is_weak, rank_transfer
-from evolution.calibrate.panel import Ladder
-from store import TransferIn
+from dogma_evolve.evaluation.transfer import RESAMPLES, is_weak, rank_transfer
+from dogma_evolve.evolution.calibrate.panel import Ladder
+from dogma_evolve.store import TransferIn
 
 Qualities = Mapping[int, Sequence[float | None]]  # fidelity -> each member's quality (or loss), panel order
 

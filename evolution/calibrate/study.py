@@ -38,17 +38,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluation.precision import pool_precision
-from evaluation.tasks import derive_seed
-from evaluation.transfer import MIN_PAIRS, RESAMPLES
-from evolution.calibrate.panel import CalibrateError, Ladder, Member, make_ladder, make_panel, member_entry
-from evolution.calibrate.stats import rung_rows, transfer_rows
-from evolution.config import RunConfig
-from evolution.objectives import quality_of
-from evolution.spaces.dogma.space import DogmaSpace
-from evolution.training_run import TrainingRecorder
-from genome import Genome
-from store import Store
+from dogma_evolve.evaluation.precision import pool_precision
+from dogma_evolve.evaluation.tasks import derive_seed
+from dogma_evolve.evaluation.transfer import MIN_PAIRS, RESAMPLES
+from dogma_evolve.evolution.calibrate.panel import (
+    CalibrateError,
+    Ladder,
+    Member,
+    make_ladder,
+    make_panel,
+    member_entry,
+)
+from dogma_evolve.evolution.calibrate.stats import rung_rows, transfer_rows
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.objectives import quality_of
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from dogma_evolve.evolution.training_run import TrainingRecorder
+from dogma_evolve.genome import Genome
+from dogma_evolve.store import Store
 
 KIND = "calibrate"
 

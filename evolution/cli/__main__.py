@@ -1,7 +1,7 @@
-"""`python -m evolution.cli`: the `evolve` command."""
+"""`python -m dogma_evolve.evolution.cli`: the `evolve` command."""
 
 import sys
 
-from evolution.cli.main import main
+from dogma_evolve.evolution.cli.main import main
 
 sys.exit(main())

@@ -16,12 +16,12 @@ from typing import Any
 
 from rich.table import Table
 
-from evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
-from evolution.cli import output
-from evolution.cli.tasks import import_stored_plugins, import_stored_tasks
-from evolution.cli.training import add_training_options, check_training_options
-from evolution.errors import UsageError
-from evolution.progress import ablation_point_printer
+from dogma_evolve.evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
+from dogma_evolve.evolution.cli import output
+from dogma_evolve.evolution.cli.tasks import import_stored_plugins, import_stored_tasks
+from dogma_evolve.evolution.cli.training import add_training_options, check_training_options
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.progress import ablation_point_printer
 
 
 def add_ablate_command(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -65,8 +65,8 @@ def _check(args: argparse.Namespace) -> None:
 def plan_of(args: argparse.Namespace) -> Any:
     """The ablation plan of ID; every refusal is a one-line ``UsageError``, before anything
     is written (the store is opened to read)."""
-    from evolution.ablate.study import AblateError, make_plan  # torch
-    from evolution.report.summary import resolve_individual
+    from dogma_evolve.evolution.ablate.study import AblateError, make_plan  # torch
+    from dogma_evolve.evolution.report.summary import resolve_individual
 
     _check(args)
     opened = output.open_reader(args.store) if args.list else output.open_store(args.store)
@@ -82,8 +82,8 @@ def plan_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    from evolution.ablate.stats import summary  # torch, as the study
-    from evolution.ablate.study import Recorder, train
+    from dogma_evolve.evolution.ablate.stats import summary  # torch, as the study
+    from dogma_evolve.evolution.ablate.study import Recorder, train
 
     plan = plan_of(args)
     if args.list:
@@ -126,7 +126,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace, store: Any, run_id: str) -> Any:
     """The Ray pool of `evolve run`, its leases logged to the ablation's run (tests replace it)."""
-    from evolution.pools import ray_pool
+    from dogma_evolve.evolution.pools import ray_pool
 
     return ray_pool(store, run_id, args.workers, args.ray_address, args.timeout)
 

@@ -13,8 +13,8 @@ import argparse
 import time
 from typing import Any
 
-from evaluation.options import PRECISIONS
-from evolution.calibrate.defaults import (
+from dogma_evolve.evaluation.options import PRECISIONS
+from dogma_evolve.evolution.calibrate.defaults import (
     DEFAULT_PROMOTE,
     DEFAULT_RANDOM,
     DEFAULT_STEPS,
@@ -22,11 +22,11 @@ from evolution.calibrate.defaults import (
     TARGET_FACTOR,
     default_rungs,
 )
-from evolution.cli import output
-from evolution.cli.tasks import add_plugin_option, load_plugin_option, pin_task_option
-from evolution.cli.training import add_training_options, check_training_options
-from evolution.config import QUALITY_FLOOR, RunConfig
-from evolution.errors import UsageError
+from dogma_evolve.evolution.cli import output
+from dogma_evolve.evolution.cli.tasks import add_plugin_option, load_plugin_option, pin_task_option
+from dogma_evolve.evolution.cli.training import add_training_options, check_training_options
+from dogma_evolve.evolution.config import QUALITY_FLOOR, RunConfig
+from dogma_evolve.evolution.errors import UsageError
 
 
 def add_calibrate_command(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -106,7 +106,7 @@ def _rungs(args: argparse.Namespace) -> tuple[int, ...]:
 def plan_of(args: argparse.Namespace) -> Any:
     """The calibration the arguments ask for; every refusal is a one-line ``UsageError``,
     before anything is written."""
-    from evolution.calibrate.study import CalibrateError, make_plan  # torch
+    from dogma_evolve.evolution.calibrate.study import CalibrateError, make_plan  # torch
 
     check_training_options(args)
     args.task = pin_task_option(args.task)  # a user's task: imported and pinned, named on stderr
@@ -133,8 +133,8 @@ def plan_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from evolution.calibrate.study import Recorder, summary, train
-    from evolution.calibrate.table import calibration_lines
+    from dogma_evolve.evolution.calibrate.study import Recorder, summary, train
+    from dogma_evolve.evolution.calibrate.table import calibration_lines
 
     plan = plan_of(args)
     err = output.err()
@@ -178,7 +178,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def point_printer(err: Any, plan: Any, started: float) -> Any:
     """One progress line per trained point on ``err``, with the seconds since ``started``."""
-    from evolution.objectives import quality_of
+    from dogma_evolve.evolution.objectives import quality_of
 
     def on_point(p: Any, done: int, total: int) -> None:
         what = f"quality {quality_of(p.metrics):.4f}" if p.status == "ok" else f"{p.status}"
@@ -195,6 +195,6 @@ def point_printer(err: Any, plan: Any, started: float) -> Any:
 
 def _pool(args: argparse.Namespace, store: Any, run_id: str) -> Any:
     """The Ray pool of `evolve run`, its leases logged to the calibration's run (tests replace it)."""
-    from evolution.pools import ray_pool
+    from dogma_evolve.evolution.pools import ray_pool
 
     return ray_pool(store, run_id, args.workers, args.ray_address, args.timeout)

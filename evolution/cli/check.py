@@ -16,14 +16,14 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from evolution.cli.output import emit_json, out
+from dogma_evolve.evolution.cli.output import emit_json, out
 
 EXIT_PROBLEM = 1
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from store.check import PROBLEM, check_url  # SQLAlchemy: when the handler runs
-    from store.engine import describe
+    from dogma_evolve.store.check import PROBLEM, check_url  # SQLAlchemy: when the handler runs
+    from dogma_evolve.store.engine import describe
 
     findings = check_url(args.store, release_stale=args.release_stale)
     problems = sum(f.status == PROBLEM for f in findings)

@@ -14,13 +14,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from evolution.cli.output import emit_json, out
-from evolution.cli.tasks import add_plugin_option, genome_refusal, load_plugin_option
-from evolution.errors import UsageError
-from genome import Genome, GenomeError, load_genome
+from dogma_evolve.evolution.cli.output import emit_json, out
+from dogma_evolve.evolution.cli.tasks import add_plugin_option, genome_refusal, load_plugin_option
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.genome import Genome, GenomeError, load_genome
 
 if TYPE_CHECKING:
-    from phenotype.breakdown import Breakdown
+    from dogma_evolve.phenotype.breakdown import Breakdown
 
 
 def _load(args: argparse.Namespace) -> Genome:
@@ -33,7 +33,7 @@ def _load(args: argparse.Namespace) -> Genome:
 
 
 def cmd_genome_show(args: argparse.Namespace) -> int:
-    from phenotype import account  # torch: only `show` computes an accounting
+    from dogma_evolve.phenotype import account  # torch: only `show` computes an accounting
 
     if args.seq_len < 1 or args.batch < 1:
         raise UsageError(f"--seq-len and --batch must be at least 1, got {args.seq_len} and {args.batch}")
@@ -58,8 +58,8 @@ def cmd_genome_show(args: argparse.Namespace) -> int:
 
 
 def _show_breakdown(genome: Genome, args: argparse.Namespace) -> int:
-    from phenotype.breakdown import breakdown  # torch, as `account`
-    from phenotype.chapter_compare import applies, compare
+    from dogma_evolve.phenotype.breakdown import breakdown  # torch, as `account`
+    from dogma_evolve.phenotype.chapter_compare import applies, compare
 
     b = breakdown(genome, args.seq_len, args.batch)
     chapter = compare(genome, b) if applies(genome) else None
@@ -91,7 +91,7 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str
 
 def breakdown_lines(b: Breakdown) -> list[str]:
     """The breakdown as text: the components (Table 15.2's shape), then FLOPs per block."""
-    from phenotype.breakdown import si  # torch, as `account`
+    from dogma_evolve.phenotype.breakdown import si  # torch, as `account`
 
     t = b.totals
 
@@ -135,7 +135,7 @@ def breakdown_lines(b: Breakdown) -> list[str]:
 
 def chapter_lines(chapter: dict[str, Any]) -> list[str]:
     """The chapter's figures beside ours, each difference with its sentence."""
-    from phenotype.breakdown import si  # torch, as `account`
+    from dogma_evolve.phenotype.breakdown import si  # torch, as `account`
 
     lines = [
         "",

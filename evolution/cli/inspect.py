@@ -15,11 +15,11 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from evolution.cli.output import emit_json, err, one_line, open_reader, out
-from evolution.cli.tasks import import_stored_plugins, import_stored_tasks
-from evolution.errors import UsageError
-from evolution.report.blame import blame_individual, labels, space_of
-from genome import Genome
+from dogma_evolve.evolution.cli.output import emit_json, err, one_line, open_reader, out
+from dogma_evolve.evolution.cli.tasks import import_stored_plugins, import_stored_tasks
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.report.blame import blame_individual, labels, space_of
+from dogma_evolve.genome import Genome
 
 
 # -- evolve runs --------------------------------------------------------------------------
@@ -27,7 +27,7 @@ def resume_hint(run_id: str, kind: str, shown_status: str) -> str | None:
     """How to continue a run shown ``interrupted`` (its driver stopped or was killed before
     it finished); None for any other run. A search resumes with ``evolve run --resume``; the
     training runs of scale / ablate / calibrate resume by running their command again."""
-    from store.liveness import INTERRUPTED  # SQLAlchemy: when a handler runs
+    from dogma_evolve.store.liveness import INTERRUPTED  # SQLAlchemy: when a handler runs
 
     if shown_status != INTERRUPTED:
         return None
@@ -38,7 +38,7 @@ def resume_hint(run_id: str, kind: str, shown_status: str) -> str | None:
 
 def _run_rows(store: Any, prefix: str) -> list[dict[str, Any]]:
     """What `evolve runs` shows of each run whose id starts with ``prefix``."""
-    from evolution.policy import top_operators  # SQLAlchemy (the store's policy rows)
+    from dogma_evolve.evolution.policy import top_operators  # SQLAlchemy (the store's policy rows)
 
     return [
         {
@@ -101,7 +101,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 # -- evolve audit / lineage ---------------------------------------------------------------
 def cmd_audit(args: argparse.Namespace) -> int:
-    from evolution.report.summary import audit_record, resolve_individual  # torch
+    from dogma_evolve.evolution.report.summary import audit_record, resolve_individual  # torch
 
     with open_reader(args.store) as store:
         data = audit_record(store, resolve_individual(store, args.id))
@@ -129,7 +129,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for r in data["regions"]:
         console.print(f"  {r['id']:>6} {r['type']:<11} {r['summary']}")
     if data.get("ladder"):
-        from evolution.scale.ladder_report import loss_text  # torch
+        from dogma_evolve.evolution.scale.ladder_report import loss_text  # torch
 
         console.print(f"ladder    rank {data['ladder']['rank'] or '-'}: {loss_text(data['ladder'])}")
     if data.get("operator_credit"):
@@ -147,7 +147,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    from evolution.report.summary import audit_record, resolve_individual  # torch
+    from dogma_evolve.evolution.report.summary import audit_record, resolve_individual  # torch
 
     with open_reader(args.store) as store:
         data = audit_record(store, resolve_individual(store, args.id))["ancestry"]
@@ -165,7 +165,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from evolution.report.summary import genome_diff, resolve_individual  # torch
+    from dogma_evolve.evolution.report.summary import genome_diff, resolve_individual  # torch
 
     with open_reader(args.store) as store:
         a, b = (resolve_individual(store, key) for key in (args.a, args.b))
@@ -187,11 +187,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _report(store: Any, args: argparse.Namespace) -> int:
     """`evolve report` of the store open for it."""
-    from evolution.report.summary import compute_cells, latest_run, report_lines, run_report  # torch
+    from dogma_evolve.evolution.report.summary import (  # torch
+        compute_cells,
+        latest_run,
+        report_lines,
+        run_report,
+    )
 
     run_id = store.resolve_run(args.run) if args.run else latest_run(store)
-    from evolution.calibrate.study import stored_summary
-    from evolution.calibrate.table import calibration_lines
+    from dogma_evolve.evolution.calibrate.study import stored_summary
+    from dogma_evolve.evolution.calibrate.table import calibration_lines
 
     calibration = stored_summary(store, run_id)
     if calibration is not None:  # a calibration run: its table, not a search's
@@ -202,7 +207,7 @@ def _report(store: Any, args: argparse.Namespace) -> int:
                 out().print(line)
         return 0
     if args.html:  # the HTML report instead of the table
-        from evolution.report.html import write_report  # plotly (and torch)
+        from dogma_evolve.evolution.report.html import write_report  # plotly (and torch)
 
         info = {"run_id": run_id, "html": args.html, "bytes": write_report(store, run_id, args.html)}
         if args.json:
@@ -249,7 +254,7 @@ def _report(store: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_blame(args: argparse.Namespace) -> int:
-    from evolution.report.summary import resolve_individual  # torch
+    from dogma_evolve.evolution.report.summary import resolve_individual  # torch
 
     with open_reader(args.store) as store:
         record = resolve_individual(store, args.id)
@@ -283,12 +288,12 @@ def cmd_blame(args: argparse.Namespace) -> int:
 
 # -- evolve export ------------------------------------------------------------------------
 def cmd_export(args: argparse.Namespace) -> int:
-    from evolution.export import export_individual  # torch
-    from evolution.report.summary import best_individual, resolve_individual
-    from phenotype.standalone.writer import StandaloneError
+    from dogma_evolve.evolution.export import export_individual  # torch
+    from dogma_evolve.evolution.report.summary import best_individual, resolve_individual
+    from dogma_evolve.phenotype.standalone.writer import StandaloneError
 
     if args.format == "hf":
-        from evolution.export_hf import require_transformers
+        from dogma_evolve.evolution.export_hf import require_transformers
 
         require_transformers()  # before the store is read
     with open_reader(args.store) as store:

@@ -13,18 +13,19 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from evolution.cli.ablate import add_ablate_command
-from evolution.cli.calibrate import add_calibrate_command
-from evolution.cli.check import add_check_command
-from evolution.cli.genome import add_genome_command
-from evolution.cli.inspect import add_inspect_commands
-from evolution.cli.output import DEFAULT_STORE, EXIT_USAGE
-from evolution.cli.plugin import add_plugin_command
-from evolution.cli.replay import add_replay_command
-from evolution.cli.run import add_run_command
-from evolution.cli.scale import add_scale_command
-from evolution.errors import UsageError
-from genome import GenomeError
+from dogma_evolve.evolution.cli import preflight
+from dogma_evolve.evolution.cli.ablate import add_ablate_command
+from dogma_evolve.evolution.cli.calibrate import add_calibrate_command
+from dogma_evolve.evolution.cli.check import add_check_command
+from dogma_evolve.evolution.cli.genome import add_genome_command
+from dogma_evolve.evolution.cli.inspect import add_inspect_commands
+from dogma_evolve.evolution.cli.output import DEFAULT_STORE, EXIT_USAGE
+from dogma_evolve.evolution.cli.plugin import add_plugin_command
+from dogma_evolve.evolution.cli.replay import add_replay_command
+from dogma_evolve.evolution.cli.run import add_run_command
+from dogma_evolve.evolution.cli.scale import add_scale_command
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.genome import GenomeError
 
 AddCommand = Callable[[Any, argparse.ArgumentParser], None]
 #: the command table, in the order `evolve --help` lists the commands
@@ -63,11 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    foreign = preflight.check()
+    if foreign is not None:  # a module of ours is someone else's file: nothing may start
+        sys.stderr.write(f"evolve: error: {foreign}\n")
+        return EXIT_USAGE
     handler: Callable[[argparse.Namespace], int] = args.func
     try:
         return handler(args)
     except Exception as e:
-        store = sys.modules.get("store")  # a StoreError can only come from a loaded store
+        store = sys.modules.get("dogma_evolve.store")  # a StoreError can only come from a loaded store
         known = (UsageError, GenomeError) + ((store.StoreError,) if store else ())
         if not isinstance(e, known):
             raise

@@ -10,7 +10,7 @@ from dataclasses import Field, fields
 from types import UnionType
 from typing import Any
 
-from evolution.config import CliOption, RunConfig
+from dogma_evolve.evolution.config import CliOption, RunConfig
 
 
 def comma_list(text: str) -> tuple[str, ...]:

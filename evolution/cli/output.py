@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from store import Store
+    from dogma_evolve.store import Store
 
 DEFAULT_STORE = "sqlite:///evolve.db"
 EXIT_USAGE = 2
@@ -46,7 +46,7 @@ def one_line(data: Any, sort_keys: bool = False) -> str:
 def open_store(url: str, create: bool = False) -> Store:
     """The store at `url`, for a command that writes to it (upgraded to the newest schema);
     without `create` one that does not exist is refused, not made."""
-    from store import Store  # imported on use: `genome validate` must answer fast
+    from dogma_evolve.store import Store  # imported on use: `genome validate` must answer fast
 
     return Store(url, create=create)
 
@@ -55,7 +55,7 @@ def open_reader(url: str) -> Store:
     """The store at `url`, read-only, for a command that only reads: nothing is created,
     migrated or switched to WAL; a store at an older schema is refused with the command
     that upgrades it."""
-    from store import Store
+    from dogma_evolve.store import Store
 
     return Store(url, readonly=True)
 

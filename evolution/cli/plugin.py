@@ -12,16 +12,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evolution.cli.output import emit_json, out
-from evolution.errors import UsageError
+from dogma_evolve.evolution.cli.output import emit_json, out
+from dogma_evolve.evolution.errors import UsageError
 
 #: the exit code of a plugin that loads but fails a check of the block contract
 EXIT_FAILED = 1
 
 
 def cmd_plugin_check(args: argparse.Namespace) -> int:
-    from phenotype.contract import CHECKS, check_kind  # torch
-    from phenotype.plugins import load
+    from dogma_evolve.phenotype.contract import CHECKS, check_kind  # torch
+    from dogma_evolve.phenotype.plugins import load
 
     try:
         record = load(args.module)

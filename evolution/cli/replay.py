@@ -6,15 +6,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evolution.cli.output import emit_json, open_reader, out
-from evolution.cli.tasks import import_stored_plugins, import_stored_tasks
-from evolution.replay import replay_individual
+from dogma_evolve.evolution.cli.output import emit_json, open_reader, out
+from dogma_evolve.evolution.cli.tasks import import_stored_plugins, import_stored_tasks
+from dogma_evolve.evolution.replay import replay_individual
 
 EXIT_MISMATCH = 1
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from evolution.report.summary import resolve_individual  # torch (phenotype's accounting)
+    from dogma_evolve.evolution.report.summary import resolve_individual  # torch (phenotype's accounting)
 
     store = open_reader(args.store)  # read-only: a missing store is refused, not made
     try:

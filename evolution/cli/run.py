@@ -22,18 +22,23 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from evolution.cli.interrupt import CtrlC
-from evolution.cli.options import cli_fields, switch
-from evolution.cli.output import emit_json, err, out
-from evolution.cli.tasks import import_stored_plugins, import_stored_tasks, say_imported, say_plugins
-from evolution.config import RunConfig
-from evolution.errors import UsageError
-from evolution.objectives import quality_of
-from evolution.progress import RunProgress, ladder_point_printer
-from evolution.selection import pareto_front
+from dogma_evolve.evolution.cli.interrupt import CtrlC
+from dogma_evolve.evolution.cli.options import cli_fields, switch
+from dogma_evolve.evolution.cli.output import emit_json, err, out
+from dogma_evolve.evolution.cli.tasks import (
+    import_stored_plugins,
+    import_stored_tasks,
+    say_imported,
+    say_plugins,
+)
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.objectives import quality_of
+from dogma_evolve.evolution.progress import RunProgress, ladder_point_printer
+from dogma_evolve.evolution.selection import pareto_front
 
 if TYPE_CHECKING:
-    from store import Store
+    from dogma_evolve.store import Store
 
 #: The exit code of a run stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
 EXIT_INTERRUPTED = 130
@@ -55,11 +60,11 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Parse, then the library (`evolution.study`: `create_search` or `load_search`, then
     `Search.optimize`), then print."""
-    from evolution.engine import best_of  # torch, as the summaries and the library
-    from evolution.report.summary import individual_summary, run_transfer_summary
-    from evolution.study import create_search, load_search
-    from evolution.study.running import RESUME_OVERRIDES, invocation_candidates
-    from store.liveness import RunHeld
+    from dogma_evolve.evolution.engine import best_of  # torch, as the summaries and the library
+    from dogma_evolve.evolution.report.summary import individual_summary, run_transfer_summary
+    from dogma_evolve.evolution.study import create_search, load_search
+    from dogma_evolve.evolution.study.running import RESUME_OVERRIDES, invocation_candidates
+    from dogma_evolve.store.liveness import RunHeld
 
     overrides = run_overrides(args)
     if args.resume:
@@ -81,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ctrl_c = CtrlC()
     on_event = progress.on_event
     if args.report:  # the HTML report, rewritten after committed generations
-        from evolution.report.html import live_report  # plotly (and torch): only --report draws
+        from dogma_evolve.evolution.report.html import live_report  # plotly (and torch): only --report draws
 
         on_event = live_report(store, search.run_id, args.report, progress.on_event)
 
@@ -106,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     engine = search.engine
     assert engine is not None  # optimize ran it
     if args.report:  # the final state (the run's status and stop reason too)
-        from evolution.report.html import write_report  # plotly (and torch): only --report draws
+        from dogma_evolve.evolution.report.html import write_report  # plotly (and torch): only --report draws
 
         write_report(store, engine.run_id, args.report)
     seen = invocation_candidates(engine, search.population)
@@ -115,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run = search.run
     best_summary, selected_by = individual_summary(best), "search"
     if engine.config.select_by == "ladder":  # the ladder's rank 1 (`summary.ladder_choice`)
-        from evolution.report.summary import ladder_choice, record_summary
+        from dogma_evolve.evolution.report.summary import ladder_choice, record_summary
 
         chosen = ladder_choice(store, engine.run_id)
         if chosen is not None:
@@ -133,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         **run_transfer_summary(store, engine),
     }
     if engine.config.ladder:
-        from evolution.scale.ladder_report import ladder_summary  # torch
+        from dogma_evolve.evolution.scale.ladder_report import ladder_summary  # torch
 
         result.update(ladder_summary(store, engine.run_id))
     if args.json:
@@ -183,7 +188,7 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
     if result.get("transfer_warning"):
         console.print(result["transfer_warning"])
     if result.get("ladder"):
-        from evolution.scale.ladder_report import ladder_lines  # torch
+        from dogma_evolve.evolution.scale.ladder_report import ladder_lines  # torch
 
         for line in ladder_lines(
             result["ladder"],

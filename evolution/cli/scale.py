@@ -18,27 +18,27 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from evaluation.scaling import LadderError, min_boot
-from evolution.cli import output
-from evolution.cli.tasks import (
+from dogma_evolve.evaluation.scaling import LadderError, min_boot
+from dogma_evolve.evolution.cli import output
+from dogma_evolve.evolution.cli.tasks import (
     add_plugin_option,
     genome_refusal,
     import_stored_plugins,
     load_plugin_option,
     pin_task_option,
 )
-from evolution.cli.training import add_training_options, check_training_options
-from evolution.errors import UsageError
-from evolution.progress import ladder_point_printer
-from evolution.scale.defaults import (
+from dogma_evolve.evolution.cli.training import add_training_options, check_training_options
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.progress import ladder_point_printer
+from dogma_evolve.evolution.scale.defaults import (
     DEFAULT_MINUTES,
     DEFAULT_SEEDS,
     DEFAULT_TASK,
     DEFAULT_TIMEOUT_S,
     DEFAULT_TOKENS_PER_PARAM,
 )
-from evolution.scale.ladder import AXES, Design
-from genome import Genome, GenomeError, load_genome
+from dogma_evolve.evolution.scale.ladder import AXES, Design
+from dogma_evolve.genome import Genome, GenomeError, load_genome
 
 SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
@@ -138,7 +138,7 @@ def _design(target: str, store_url: str, pinned: dict[str, Any], plugins: tuple[
         except GenomeError as e:
             raise genome_refusal(target, e, plugins) from None
         return Design.of(genome, pinned, target, preset=target.startswith("preset:"))
-    from evolution.report.summary import resolve_individual  # torch (phenotype's accounting)
+    from dogma_evolve.evolution.report.summary import resolve_individual  # torch (phenotype's accounting)
 
     with output.open_store(store_url) as store:  # an individual: its store must exist
         record = resolve_individual(store, target)
@@ -169,8 +169,8 @@ def plans(args: argparse.Namespace) -> list[Any]:
     refusal is a one-line ``UsageError``. Without ``--tokens-per-param`` or ``--tokens`` the
     tokens per parameter are the default's, lowered until the ladder's projected time here
     fits ``--minutes`` (`evolution.scale.pace`; ``args.default_budget`` says what was chosen)."""
-    from evaluation.tasks import get_task  # torch, as the training side below
-    from evolution.scale.train import Budget
+    from dogma_evolve.evaluation.tasks import get_task  # torch, as the training side below
+    from dogma_evolve.evolution.scale.train import Budget
 
     _check(args)
     args.task = pin_task_option(args.task)  # a user's task: imported and pinned, named on stderr
@@ -186,7 +186,7 @@ def plans(args: argparse.Namespace) -> list[Any]:
     ratios = args.tokens_per_param or [DEFAULT_TOKENS_PER_PARAM]
     if args.tokens_per_param is not None or not args.minutes or args.ray_address:  # a cluster: no probe
         return _plans(args, pinned, [Budget(per_param=r) for r in ratios])
-    from evolution.scale.pace import RATIOS, choose
+    from dogma_evolve.evolution.scale.pace import RATIOS, choose
 
     first = _plans(args, pinned, [Budget(per_param=RATIOS[0])])
 
@@ -204,7 +204,7 @@ def plans(args: argparse.Namespace) -> list[Any]:
 
 def _stored(url: str, plans: list[Any]) -> bool:
     """Whether the store at ``url`` holds the run of ``plans``' first ladder."""
-    from store.records import StoreError
+    from dogma_evolve.store.records import StoreError
 
     key = plans[0].ladder_key()
     try:
@@ -222,7 +222,7 @@ def _plans(
 ) -> list[Any]:
     """TARGET's plan under ``budgets`` (and OTHER's with ``--against``), at ``sizes`` (one
     list per plan) instead of the given or default sizes when set."""
-    from evolution.scale.train import make_plan
+    from dogma_evolve.evolution.scale.train import make_plan
 
     try:
         design = _design(args.target, args.store, pinned, args.plugins)
@@ -267,13 +267,18 @@ def _plans(
 def _plugin_code(plan: Any) -> dict[str, dict[str, Any]]:
     """The records of the plugins loaded here (``--plugin``, or a stored individual's run's)
     whose kinds the ladder's genomes hold: what its run records (`Plan.plugin_code`)."""
-    from phenotype.plugins import load, pinned_loaded, used_by  # torch, as the training
+    from dogma_evolve.phenotype.plugins import load, pinned_loaded, used_by  # torch, as the training
 
     return {text: load(text) for text in used_by(pinned_loaded(), plan.rungs[0].genome.to_yaml())}
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    from evolution.scale.train import Recorder, comparison_dict, plan_summary, train_recorded  # torch
+    from dogma_evolve.evolution.scale.train import (  # torch
+        Recorder,
+        comparison_dict,
+        plan_summary,
+        train_recorded,
+    )
 
     ladders = plans(args)  # every check, before the store is opened for writing
     err = output.err()
@@ -319,7 +324,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace, store: Any, todo: list[Any]) -> Any:
     """The Ray pool of `evolve run`, its leases logged to each point's run (tests replace it)."""
-    from evolution.scale.train import ladder_pool  # torch and Ray
+    from dogma_evolve.evolution.scale.train import ladder_pool  # torch and Ray
 
     return ladder_pool(store, todo, args.workers, args.ray_address, args.timeout)
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evolution.cli.options import comma_list
-from evolution.cli.output import err
-from evolution.errors import UsageError
+from dogma_evolve.evolution.cli.options import comma_list
+from dogma_evolve.evolution.cli.output import err
+from dogma_evolve.evolution.errors import UsageError
 
 #: appended to a genome's "unknown kind" refusal when no ``--plugin`` was given
 PLUGIN_HINT = "a user's block kind? load its module with --plugin MODULE (docs/plugins.md)"
@@ -40,7 +40,7 @@ def say_imported(records: Mapping[str, Mapping[str, Any]]) -> None:
 def pin_task_option(text: str) -> str:
     """``--task`` of a command that trains outside `RunConfig` (`scale`): each user task
     imported, checked and pinned (canonical text), and named on stderr."""
-    from evaluation.tasks import pin_tasks  # torch
+    from dogma_evolve.evaluation.tasks import pin_tasks  # torch
 
     try:
         pinned, records = pin_tasks(text)
@@ -54,7 +54,7 @@ def import_stored_tasks(texts: Iterable[str], why: str) -> None:
     """Import each user task among ``texts`` (pinned texts from a store) for a command that
     trains on them (`evaluation.tasks.imported.import_recorded`, the library's rule); a
     missing module or changed code is a ``UsageError`` naming ``why``."""
-    from evaluation.tasks.imported import import_recorded  # torch
+    from dogma_evolve.evaluation.tasks.imported import import_recorded  # torch
 
     try:
         records = import_recorded(texts, why)
@@ -69,7 +69,7 @@ def import_stored_plugins(config: Mapping[str, Any], why: str) -> None:
     texts = config.get("plugins") or []
     if not texts:
         return
-    from phenotype.plugins import load  # torch
+    from dogma_evolve.phenotype.plugins import load  # torch
 
     for text in texts:
         try:
@@ -109,7 +109,7 @@ def load_plugin_option(texts: Iterable[str], contract: bool) -> dict[str, dict[s
     texts = tuple(t.strip() for t in texts if t.strip())
     if not texts:
         return {}
-    from phenotype.plugins import load, pin  # torch
+    from dogma_evolve.phenotype.plugins import load, pin  # torch
 
     try:
         if contract:

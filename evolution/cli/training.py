@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from evolution.errors import UsageError
+from dogma_evolve.evolution.errors import UsageError
 
 MAX_TIMEOUT_S = 30 * 86_400.0
 MAX_WORKERS = 1024

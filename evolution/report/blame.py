@@ -36,10 +36,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evolution.spaces.contract import Unit as Region
+from dogma_evolve.evolution.spaces.contract import Unit as Region
 
 if TYPE_CHECKING:
-    from store import IndividualRecord, Store
+    from dogma_evolve.store import IndividualRecord, Store
 
 _CUTS = re.compile(r"a\[:(\d+)\] \+ b\[(\d+):\]")
 _BASE_AT = re.compile(r"(?P<region>[^/]+)/(?P<index>\d+)")
@@ -62,7 +62,7 @@ class Origin:
 
 def regions_of(yaml_text: str, space: str = "dogma") -> tuple[Region, ...]:
     """The units of a stored genome of ``space``, as that space defines them."""
-    from evolution.spaces.registry import SPACES
+    from dogma_evolve.evolution.spaces.registry import SPACES
 
     return SPACES[space].units(yaml_text)
 

@@ -31,11 +31,11 @@ from typing import Any
 import plotly.io as pio  # type: ignore[import-untyped]
 import plotly.offline  # type: ignore[import-untyped]
 
-from evolution.report import html_figures as figs
-from evolution.report.html_data import ReportData, collect
-from evolution.report.html_lineage import lineage_figure
-from evolution.types import Event
-from store import Store
+from dogma_evolve.evolution.report import html_figures as figs
+from dogma_evolve.evolution.report.html_data import ReportData, collect
+from dogma_evolve.evolution.report.html_lineage import lineage_figure
+from dogma_evolve.evolution.types import Event
+from dogma_evolve.store import Store
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 LIVE_REFRESH_S = 60  # a live report reloads itself this often while its run is running
@@ -230,7 +230,7 @@ def build_html(data: ReportData, refresh_s: int | None = None) -> str:
 
 def _ladder_parts(summary: dict[str, Any]) -> list[str]:
     """`evolve run --ladder`'s ranking and its rank transfer (`evolution.scale.ladder_report`)."""
-    from evolution.scale.ladder_report import ladder_lines
+    from dogma_evolve.evolution.scale.ladder_report import ladder_lines
 
     lines = ladder_lines(
         summary["ladder"],
@@ -250,7 +250,7 @@ def _ladder_parts(summary: dict[str, Any]) -> list[str]:
 def _overall_rho(data: ReportData) -> float | None:
     import math
 
-    from evaluation.transfer import spearman
+    from dogma_evolve.evaluation.transfer import spearman
 
     pairs = [b.low_high for b in data.births if b.low_high is not None]
     if len(pairs) < 3:

@@ -21,16 +21,16 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from evaluation.transfer import spearman
-from evolution.config import RunConfig
-from evolution.evaluating import Evaluator, quality_of, stored_result
-from evolution.policy import OperatorPolicy, outcome
-from evolution.scale.ladder_report import ladder_summary
-from evolution.spaces.registry import SPACES
-from evolution.transfer_audit import first_stage_score, ranked_by
-from evolution.types import individual_class
-from store import IndividualRecord, PolicyRecord, RunRecord, Store
-from store.models import Member
+from dogma_evolve.evaluation.transfer import spearman
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.evaluating import Evaluator, quality_of, stored_result
+from dogma_evolve.evolution.policy import OperatorPolicy, outcome
+from dogma_evolve.evolution.scale.ladder_report import ladder_summary
+from dogma_evolve.evolution.spaces.registry import SPACES
+from dogma_evolve.evolution.transfer_audit import first_stage_score, ranked_by
+from dogma_evolve.evolution.types import individual_class
+from dogma_evolve.store import IndividualRecord, PolicyRecord, RunRecord, Store
+from dogma_evolve.store.models import Member
 
 LINEAGE_NODES = 200  # at most this many ancestors drawn per lineage (nearest generations first)
 LINEAGE_MEMBERS = 16  # lineages offered in the report: the best, then front members

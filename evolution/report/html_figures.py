@@ -14,8 +14,8 @@ from collections import Counter
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from evolution.report.html_data import Birth, ReportData
-from evolution.transfer_audit import ranked_by
+from dogma_evolve.evolution.report.html_data import Birth, ReportData
+from dogma_evolve.evolution.transfer_audit import ranked_by
 
 HOVER_BUDGET = 2_400_000  # characters of sequence view in the Pareto plots' hover data
 FAMILIES_SHOWN = 12  # the most frequent families; the rest are summed as "other"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from evolution.report.html_data import Birth, ReportData
-from evolution.report.html_figures import HOVER, hover_rows, layout, sequence_chars, whole_ticks
+from dogma_evolve.evolution.report.html_data import Birth, ReportData
+from dogma_evolve.evolution.report.html_figures import HOVER, hover_rows, layout, sequence_chars, whole_ticks
 
 EDGE_LABELS = 80  # lineages with at most this many edges get their operator written on them
 

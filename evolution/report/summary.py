@@ -7,18 +7,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evolution.errors import UsageError
-from evolution.scale.ladder_report import individual_ladder, ladder_lines, ladder_summary
-from evolution.transfer_audit import correlation_text, ranked_text, run_transfer, transfer_warning
-from genome import Genome
-from phenotype import account
-from store import IndividualRecord, Store
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.scale.ladder_report import individual_ladder, ladder_lines, ladder_summary
+from dogma_evolve.evolution.transfer_audit import (
+    correlation_text,
+    ranked_text,
+    run_transfer,
+    transfer_warning,
+)
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import account
+from dogma_evolve.store import IndividualRecord, Store
 
 FILTERED = "filtered"  # the evaluation status of a birth the pre-filter stopped (`evolution.evaluating`)
 
 
 def individual_summary(ind: Any) -> dict[str, Any]:
-    """id, genome_id and metrics of an in-memory individual (evolution.types.Candidate)."""
+    """id, genome_id and metrics of an in-memory individual (dogma_evolve.evolution.types.Candidate)."""
     return {
         "id": ind.id,
         "genome_id": ind.genome.id,
@@ -63,7 +68,7 @@ def with_recorded_kinds(store: Store, run_id: str, record: IndividualRecord) -> 
     a reader parses and shows its genome, and its ancestors', without importing the plugin
     (a command that builds the model imports the plugin after this, and its real genes
     replace the stand-ins)."""
-    from genome.kinds import register_recorded
+    from dogma_evolve.genome.kinds import register_recorded
 
     run = store.get_run(run_id)
     for plugin in ((run.config.get("plugin_code") or {}) if run is not None else {}).values():
@@ -86,7 +91,7 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
     objective, `evaluating.quality_of`), params ↓ — the order `engine.best_of` ranks by; for a
     run with ``select_by: ladder``, its latest ladder's rank 1 (``ladder_choice``) when one
     was ranked."""
-    from evolution.evaluating import quality_of
+    from dogma_evolve.evolution.evaluating import quality_of
 
     if run_id is None:
         run_id = latest_run(store)
@@ -144,10 +149,10 @@ def _region_summary(genome: Genome) -> list[dict[str, Any]]:
 
 def audit_record(store: Store, record: IndividualRecord) -> dict[str, Any]:
     """Everything `evolve audit` shows, as plain data."""
-    from evolution.policy import top_operators
+    from dogma_evolve.evolution.policy import top_operators
 
     credit = top_operators(store.policy(record.run_id), 10)
-    from evolution.report.blame import space_of
+    from dogma_evolve.evolution.report.blame import space_of
 
     if space_of(store, record) == "nb201":  # a table-space cell: no DOGMA accounting
         return _cell_audit(store, record, credit)
@@ -186,7 +191,7 @@ def _costs(genome: Genome, record: IndividualRecord) -> dict[str, Any]:
     """The genome's analytic costs (`phenotype.account`); for a genome holding a plugin
     kind whose code this reader did not import (a stand-in gene, no block), what its
     evaluation recorded (None where it recorded nothing)."""
-    from phenotype import REGISTRY
+    from dogma_evolve.phenotype import REGISTRY
 
     if all(b.gene.kind in REGISTRY for r in genome.regions for b in r.bases):
         acct = account(genome)
@@ -286,9 +291,9 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     `compute` (`compute_totals`), per generation and for the run. `transfer`: the fidelity
     transfer per generation of a multi-fidelity run (`evolution.transfer_audit`), and
     `transfer_warning` when its Spearman ρ is below 0.3."""
-    from evolution.config import RunConfig
-    from evolution.evaluating import quality_of, stored_result
-    from evolution.spaces.registry import SPACES
+    from dogma_evolve.evolution.config import RunConfig
+    from dogma_evolve.evolution.evaluating import quality_of, stored_result
+    from dogma_evolve.evolution.spaces.registry import SPACES
 
     run = store.get_run(run_id)
     if run is None:
@@ -417,7 +422,7 @@ def _total(buckets: Any, table: bool) -> dict[str, Any]:
 
 def _is_table_space(space: Any) -> bool:
     """A space whose evaluations are table look-ups (NAS-Bench-201): no training compute."""
-    from evaluation.table import TableEvaluator
+    from dogma_evolve.evaluation.table import TableEvaluator
 
     return isinstance(space.local_pool(), TableEvaluator)
 

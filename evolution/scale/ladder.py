@@ -40,10 +40,10 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from evaluation.scaling import LadderError
-from genome import Genome, GenomeError
-from genome.resize import SCALED, at_width, derived_table, stacked
-from genome.schema import MAX_WIDTH
+from dogma_evolve.evaluation.scaling import LadderError
+from dogma_evolve.genome import Genome, GenomeError
+from dogma_evolve.genome.resize import SCALED, at_width, derived_table, stacked
+from dogma_evolve.genome.schema import MAX_WIDTH
 
 Doc = dict[str, Any]
 AXES = ("both", "width", "depth", "copies", "regulatory")
@@ -208,7 +208,7 @@ def ladder(
     Targets not given (or given with ``strict`` False) that the axis misses, or that share a
     shape, are dropped instead, as long as 4 sizes over 1.5 decades remain."""
     if params_of is None:
-        from phenotype import account
+        from dogma_evolve.phenotype import account
 
         def params_of(g: Genome) -> tuple[int, int]:
             a = account(g)
@@ -217,7 +217,7 @@ def ladder(
     def targets_from(smallest: int) -> list[float]:
         if top is None:
             return default_targets(smallest)
-        from evolution.scale.regime import default_targets as up_to
+        from dogma_evolve.evolution.scale.regime import default_targets as up_to
 
         return up_to(smallest, top(smallest))
 

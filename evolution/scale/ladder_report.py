@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation.transfer import WEAK_TRANSFER, is_weak
-from evolution.transfer_audit import correlation_text, interval, is_step_fidelity, transfer_dict
-from store import Store
+from dogma_evolve.evaluation.transfer import WEAK_TRANSFER, is_weak
+from dogma_evolve.evolution.transfer_audit import correlation_text, interval, is_step_fidelity, transfer_dict
+from dogma_evolve.store import Store
 
 
 def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
@@ -17,7 +17,7 @@ def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
     order did not hold up the ladder (Spearman ρ < 0.3), ``ladder_verdict``: in plain words
     whether it held (``verdict``), ``ladder_regime``: what its budget makes of the fit
     (`evolution.scale.regime`: a fixed-data ladder is not a scaling law)."""
-    from evolution.scale.search_ladder import ladder_row_dict
+    from dogma_evolve.evolution.scale.search_ladder import ladder_row_dict
 
     rows = store.ladder(run_id)
     if not rows:
@@ -81,8 +81,8 @@ def verdict(search: dict[str, Any] | None) -> str | None:
 def regime_of(store: Store, run_id: str) -> str | None:
     """The regime line of a run's ladder, from its config's budget (a run stored before
     ``ladder_tokens_per_param`` existed trained a fixed ``ladder_tokens``)."""
-    from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
-    from evolution.scale.regime import classify
+    from dogma_evolve.evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
+    from dogma_evolve.evolution.scale.regime import classify
 
     run = store.get_run(run_id)
     if run is None:

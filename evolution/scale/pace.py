@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evolution.scale.defaults import DEFAULT_MINUTES, DEFAULT_TOKENS_PER_PARAM
+from dogma_evolve.evolution.scale.defaults import DEFAULT_MINUTES, DEFAULT_TOKENS_PER_PARAM
 
 RATIOS = (DEFAULT_TOKENS_PER_PARAM, 10.0, 5.0, 2.5)  # the default, then what the budget lowers it to
 PROBE_STEPS = (2, 6)
@@ -75,8 +75,8 @@ def probe(genome: Any, task: str, seed: int, threads: int, plugins: Sequence[str
     ``plugins``: the pinned block kinds it may use (`phenotype.plugins`)."""
     import torch
 
-    from evaluation import EvalRequest
-    from evaluation.evaluate import evaluate
+    from dogma_evolve.evaluation import EvalRequest
+    from dogma_evolve.evaluation.evaluate import evaluate
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -107,17 +107,17 @@ def probe(genome: Any, task: str, seed: int, threads: int, plugins: Sequence[str
 
 def _probe_job(genome_yaml: str, task: str, threads: int, plugins: tuple[str, ...]) -> Pace | None:
     """`probe` in a probing process (module level: it is sent by reference)."""
-    from genome import Genome
+    from dogma_evolve.genome import Genome
 
     if plugins:  # the genome's own kinds, before it is read
-        from phenotype.plugins import import_pinned
+        from dogma_evolve.phenotype.plugins import import_pinned
 
         import_pinned(plugins)
     return probe(Genome.from_yaml(genome_yaml), task, 0, threads, plugins)
 
 
 def _ready(_: int) -> None:
-    import evaluation.evaluate  # noqa: F401  (torch and the tasks, before the timed probes)
+    import dogma_evolve.evaluation.evaluate  # noqa: F401  (torch and the tasks, before the timed probes)
 
 
 class SideBySide:
@@ -209,7 +209,7 @@ def choose(
     first = candidates[RATIOS[0]]
     side_by_side = None
     if pace_of is None:
-        from phenotype.plugins import pinned_loaded
+        from dogma_evolve.phenotype.plugins import pinned_loaded
 
         pace_of = side_by_side = SideBySide(n, max(1, (os.cpu_count() or 1) // n), pinned_loaded())
     paces: dict[str, Pace] = {}

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from evaluation.scaling import LadderError
+from dogma_evolve.evaluation.scaling import LadderError
 
 MAX_EPOCHS = 4.0
 COMPUTE_OPTIMAL = 20.0

@@ -44,16 +44,16 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.scaling import LadderError, PowerLawFit
-from evaluation.scaling.fit import interval as student_interval
-from evaluation.tasks import get_task
-from evaluation.transfer import rank_transfer
-from evolution.evaluating import below_floor, quality_of
-from evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
-from evolution.scale.ladder import MIN_DECADES, Design
-from evolution.scale.train import Budget, Plan, Recorder, fit_points, make_plan, train_recorded
-from genome import Genome
-from store import LadderRankIn, Store, TransferIn
+from dogma_evolve.evaluation.scaling import LadderError, PowerLawFit
+from dogma_evolve.evaluation.scaling.fit import interval as student_interval
+from dogma_evolve.evaluation.tasks import get_task
+from dogma_evolve.evaluation.transfer import rank_transfer
+from dogma_evolve.evolution.evaluating import below_floor, quality_of
+from dogma_evolve.evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
+from dogma_evolve.evolution.scale.ladder import MIN_DECADES, Design
+from dogma_evolve.evolution.scale.train import Budget, Plan, Recorder, fit_points, make_plan, train_recorded
+from dogma_evolve.genome import Genome
+from dogma_evolve.store import LadderRankIn, Store, TransferIn
 
 LADDER_BOOT = 1000
 
@@ -96,7 +96,7 @@ class LadderSettings:
 
 def compact_sizes(design: Design, axis: str) -> list[float]:
     """The compact ladder of ``design`` (module docstring) as parameter targets."""
-    from phenotype import account
+    from dogma_evolve.phenotype import account
 
     found: list[int] = []
     for shape in design.shapes(axis):
@@ -128,7 +128,7 @@ def elite_of(population: Sequence[Any], floor: float | None, limit: int) -> list
     by quality (an interval on the search → ladder correlation needs at least 6, better 8 or
     more); each genome once, only evaluated ones, and only those at or above the quality floor
     when any is."""
-    from evolution.selection import pareto_front
+    from dogma_evolve.evolution.selection import pareto_front
 
     front = pareto_front(population)
     seen = {c.genome.id for c in front}

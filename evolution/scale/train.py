@@ -47,18 +47,25 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluation import EvalResult
-from evaluation.budget import learning_rate
-from evaluation.precision import pool_precision
-from evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
-from evaluation.tasks import derive_seed, get_task
-from evolution.pools import ray_pool
-from evolution.scale.defaults import DEFAULT_TIMEOUT_S, MAX_SEEDS
-from evolution.scale.ladder import Design, Rung, ladder
-from evolution.scale.regime import MAX_EPOCHS, Regime, classify, default_top, epoch_cap, text_tokens_of
-from evolution.training_run import TrainingRecorder
-from genome import Genome
-from store import Store
+from dogma_evolve.evaluation import EvalResult
+from dogma_evolve.evaluation.budget import learning_rate
+from dogma_evolve.evaluation.precision import pool_precision
+from dogma_evolve.evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
+from dogma_evolve.evaluation.tasks import derive_seed, get_task
+from dogma_evolve.evolution.pools import ray_pool
+from dogma_evolve.evolution.scale.defaults import DEFAULT_TIMEOUT_S, MAX_SEEDS
+from dogma_evolve.evolution.scale.ladder import Design, Rung, ladder
+from dogma_evolve.evolution.scale.regime import (
+    MAX_EPOCHS,
+    Regime,
+    classify,
+    default_top,
+    epoch_cap,
+    text_tokens_of,
+)
+from dogma_evolve.evolution.training_run import TrainingRecorder
+from dogma_evolve.genome import Genome
+from dogma_evolve.store import Store
 
 
 @dataclass(frozen=True)

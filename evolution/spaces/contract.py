@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 if TYPE_CHECKING:
-    from evaluation.protocol import Pool
-    from evolution.config import RunConfig
+    from dogma_evolve.evaluation.protocol import Pool
+    from dogma_evolve.evolution.config import RunConfig
 
 
 class Discard(Exception):

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evolution.spaces.contract import Child, Discard, Unit
+from dogma_evolve.evolution.spaces.contract import Child, Discard, Unit
 
 if TYPE_CHECKING:
-    from evaluation.protocol import Pool
-    from evaluation.result import EvalRequest
-    from evolution.config import RunConfig
+    from dogma_evolve.evaluation.protocol import Pool
+    from dogma_evolve.evaluation.result import EvalRequest
+    from dogma_evolve.evolution.config import RunConfig
 
 OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 EDGES = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))  # (from, to) for Op0..Op5
@@ -231,7 +231,7 @@ class NB201Space:
         return FIDELITY  # the table's, whatever the run's training steps
 
     def local_pool(self) -> Pool:
-        from evaluation.table import TableEvaluator
+        from dogma_evolve.evaluation.table import TableEvaluator
 
         return TableEvaluator(lookup)
 

@@ -8,9 +8,9 @@ members and one entry here; the engine and the command line take the names from 
 
 from __future__ import annotations
 
-from evolution.spaces.contract import SearchSpace
-from evolution.spaces.dogma.space import DogmaSpace
-from evolution.spaces.nb201 import NB201Space
+from dogma_evolve.evolution.spaces.contract import SearchSpace
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from dogma_evolve.evolution.spaces.nb201 import NB201Space
 
 SPACES: dict[str, type[SearchSpace]] = {"dogma": DogmaSpace, "nb201": NB201Space}
 

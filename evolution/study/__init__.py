@@ -2,7 +2,7 @@
 what it found (Optuna's `create_study` / `optimize` / `best_trial` / `trials_dataframe` are
 the model). `evolve run` is a thin layer over it.
 
-    from evolution import create_search
+    from dogma_evolve.evolution import create_search
 
     search = create_search("sqlite:///evolve.db", task=MyTask, population=8, steps=40, seed=0)
     search.optimize(generations=2, callbacks=[lambda search, report: print(report.best_quality)])
@@ -19,8 +19,8 @@ callbacks, stop), `results` (`Individual`, the front, the table), `task_arg` (a 
 object as the text workers rebuild it from).
 """
 
-from evolution.study.opening import DEFAULT_STORE, create_search, load_search
-from evolution.study.results import COLUMNS, Individual
-from evolution.study.search import Search
+from dogma_evolve.evolution.study.opening import DEFAULT_STORE, create_search, load_search
+from dogma_evolve.evolution.study.results import COLUMNS, Individual
+from dogma_evolve.evolution.study.search import Search
 
 __all__ = ["COLUMNS", "DEFAULT_STORE", "Individual", "Search", "create_search", "load_search"]

@@ -15,14 +15,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from evolution.errors import UsageError
-from evolution.study.running import RESUME_OVERRIDES
-from evolution.study.search import Search
-from evolution.study.task_arg import importing_script, task_text
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.study.running import RESUME_OVERRIDES
+from dogma_evolve.evolution.study.search import Search
+from dogma_evolve.evolution.study.task_arg import importing_script, task_text
 
 if TYPE_CHECKING:
-    from evolution.config import RunConfig
-    from store import Store
+    from dogma_evolve.evolution.config import RunConfig
+    from dogma_evolve.store import Store
 
 DEFAULT_STORE = "sqlite:///evolve.db"
 
@@ -40,8 +40,8 @@ def create_search(
     loaded instead, when there is one: a script that makes its search this way continues
     it when run again. A user's task is imported, checked and pinned to its code here."""
     _refuse_while_imported()
-    from evolution.config import RunConfig
-    from evolution.preflight import check_feasible
+    from dogma_evolve.evolution.config import RunConfig
+    from dogma_evolve.evolution.preflight import check_feasible
 
     unknown = sorted(set(options) - set(RunConfig.__dataclass_fields__) - {"task_code"})
     if unknown or "task_code" in options:
@@ -85,7 +85,7 @@ def load_search(store: str | Store = DEFAULT_STORE, run_id: str | None = None, *
     opened, owns = _open(store, create=False)
     try:
         if run_id is None:
-            from evolution.report.summary import latest_run
+            from dogma_evolve.evolution.report.summary import latest_run
 
             run_id = latest_run(opened)
         else:
@@ -114,7 +114,7 @@ def _refuse_while_imported() -> None:
 
 def _open(store: str | Store, create: bool) -> tuple[Store, bool]:
     """(the store, whether this call opened it)."""
-    from store import Store
+    from dogma_evolve.store import Store
 
     if isinstance(store, Store):
         return store, False
@@ -131,7 +131,7 @@ def _same_search(store: Store, config: RunConfig) -> str | None:
     """The newest search of ``store`` stored with ``config``'s settings, or None."""
     wanted = _comparable(config.to_dict())
     for run in sorted(store.list_runs("search"), key=lambda r: r.created, reverse=True):
-        from evolution.config import RunConfig
+        from dogma_evolve.evolution.config import RunConfig
 
         try:
             stored = RunConfig.from_dict(run.config).to_dict()
@@ -145,7 +145,7 @@ def _same_search(store: Store, config: RunConfig) -> str | None:
 def _new_run(store: Store, config: RunConfig) -> str:
     """Create the run (the engine's refusals first: `memory_from` of another space) and let
     it go: nobody drives it until `Search.optimize`."""
-    from evolution.engine import Engine  # torch
+    from dogma_evolve.evolution.engine import Engine  # torch
 
     try:
         engine = Engine(config, store, None)

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evolution.config import RunConfig
-from evolution.evaluating import Evaluator, quality_of, stored_result
-from evolution.selection import pareto_front
-from evolution.spaces.registry import SPACES
-from evolution.types import Candidate, individual_class
-from store import IndividualRecord, Store
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.evaluating import Evaluator, quality_of, stored_result
+from dogma_evolve.evolution.selection import pareto_front
+from dogma_evolve.evolution.spaces.registry import SPACES
+from dogma_evolve.evolution.types import Candidate, individual_class
+from dogma_evolve.store import IndividualRecord, Store
 
 #: the columns of `evaluation_rows`, in order (`metrics` holds the whole metrics dict)
 COLUMNS = (
@@ -99,14 +99,14 @@ class RunView:
         return out
 
     def failed(self) -> tuple[float, ...]:
-        from evolution.evaluating import FAILED_COST, FAILED_QUALITY
+        from dogma_evolve.evolution.evaluating import FAILED_COST, FAILED_QUALITY
 
         return (FAILED_QUALITY,) + (FAILED_COST,) * (len(self.config.objectives) - 1)
 
     def best(self) -> Individual | None:
         """The best individual evaluated in full (else the best evaluated at all), in
         `engine.best_of`'s order; None when none was evaluated successfully."""
-        from evolution.engine import best_of
+        from dogma_evolve.evolution.engine import best_of
 
         pairs = [(c, i) for c, i in self.candidates() if c.status == "ok" and not c.violation]
         pool = [p for p in pairs if p[1].final] or pairs

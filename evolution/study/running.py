@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from evolution.errors import UsageError
-from evolution.types import Event, GenerationReport
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.types import Event, GenerationReport
 
 if TYPE_CHECKING:
-    from evaluation.protocol import Pool
-    from evolution.engine import Engine
-    from store import Store
+    from dogma_evolve.evaluation.protocol import Pool
+    from dogma_evolve.evolution.engine import Engine
+    from dogma_evolve.store import Store
 
 Callback = Callable[[Any, GenerationReport], None]  # (search, the committed generation's report)
 #: what a resumed search may take anew (the CLI's `--resume` options): how far and where it runs
@@ -71,7 +71,7 @@ def pool_for(engine: Engine, store: Store) -> AbstractContextManager[Pool]:
     local = engine.space.local_pool()
     if local is not None:
         return nullcontext(local)
-    from evolution.pools import ray_pool
+    from dogma_evolve.evolution.pools import ray_pool
 
     config = engine.config
     return ray_pool(store, engine.run_id, config.workers, config.ray_address, config.timeout_s)
@@ -112,7 +112,7 @@ def drive(engine: Engine, store: Store, on_point: Any = None) -> list[Any]:
                 store.set_run_status(run_id, "failed")
                 raise
             if engine.config.ladder:  # the elite up a size ladder, on the same pool
-                from evolution.scale.search_ladder import run_ladder  # torch
+                from dogma_evolve.evolution.scale.search_ladder import run_ladder  # torch
 
                 record = store.get_run(run_id)
                 assert record is not None

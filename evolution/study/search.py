@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from evolution.errors import UsageError
-from evolution.study.results import Individual, RunView, dataframe, evaluation_rows
-from evolution.study.running import Callback, drive, events, stopping
-from evolution.types import Event
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.study.results import Individual, RunView, dataframe, evaluation_rows
+from dogma_evolve.evolution.study.running import Callback, drive, events, stopping
+from dogma_evolve.evolution.types import Event
 
 if TYPE_CHECKING:
-    from evolution.config import RunConfig
-    from evolution.engine import Engine
-    from store import RunRecord, Store
+    from dogma_evolve.evolution.config import RunConfig
+    from dogma_evolve.evolution.engine import Engine
+    from dogma_evolve.store import RunRecord, Store
 
 
 class Search:
@@ -64,7 +64,7 @@ class Search:
     @property
     def config(self) -> RunConfig:
         """The settings the search was made with (`RunConfig`)."""
-        from evolution.config import RunConfig
+        from dogma_evolve.evolution.config import RunConfig
 
         return RunConfig.from_dict(self.run.config)
 
@@ -82,8 +82,8 @@ class Search:
         for what an exception in one, `stop()` and Ctrl-C leave behind. Refused: a user task
         whose code changed since it was pinned (UsageError), a run another live driver
         holds (`store.liveness.RunHeld`)."""
-        from evolution.engine import Engine  # torch
-        from evolution.evaluating import Evaluator
+        from dogma_evolve.evolution.engine import Engine  # torch
+        from dogma_evolve.evolution.evaluating import Evaluator
 
         view = RunView(self.store, self.run_id)  # KeyError: no such run
         spent = Evaluator(view.config, view.space, self.store, self.run_id, lambda k, d: None).count_spent()
@@ -140,8 +140,8 @@ class Search:
         """Write ``individual`` (default: `best_individual`) as a standalone model directory
         (``format="hf"``: a transformers one) at ``path``, which must not hold anything;
         what was written (`evolution.export.export_individual`)."""
-        from evaluation.tasks.imported import import_recorded  # torch
-        from evolution.export import export_individual
+        from dogma_evolve.evaluation.tasks.imported import import_recorded  # torch
+        from dogma_evolve.evolution.export import export_individual
 
         chosen = self.best_individual if individual is None else individual
         key = chosen if isinstance(chosen, int) else chosen.id

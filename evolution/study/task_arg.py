@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evolution.errors import UsageError
+from dogma_evolve.evolution.errors import UsageError
 
 #: the script modules being imported by `script_module` (a search started meanwhile is refused)
 _IMPORTING: set[str] = set()
@@ -44,7 +44,7 @@ def task_text(task: Any) -> str:
     """The text that names ``task`` (a string as it is; a class or an object: module docstring)."""
     if isinstance(task, str):
         return task
-    from evaluation.tasks.imported import canonical_text  # torch
+    from dogma_evolve.evaluation.tasks.imported import canonical_text  # torch
 
     if isinstance(task, type):
         cls, settings = task, {}
@@ -118,7 +118,7 @@ def script_module() -> str:
     if module not in sys.modules:
         _IMPORTING.add(module)
         try:
-            from genome.plugins import PluginError, import_module
+            from dogma_evolve.genome.plugins import PluginError, import_module
 
             try:
                 import_module(module)
@@ -133,7 +133,7 @@ def _check_rebuilt(task: Any, text: str) -> None:
     """``CLASS(**settings)`` must draw what the object draws (one batch from one seed)."""
     import torch
 
-    from evaluation.tasks.imported import load
+    from dogma_evolve.evaluation.tasks.imported import load
 
     try:
         rebuilt = load(text)[0]

@@ -26,7 +26,7 @@ import importlib
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from genome.schema import KINDS, KindSpec, ParamSpec, as_recorded, register_kind
+from dogma_evolve.genome.schema import KINDS, KindSpec, ParamSpec, as_recorded, register_kind
 
 BUILT_IN = (
     "attention",

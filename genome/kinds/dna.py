@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from genome.schema import MAX_WIDTH, KindSpec, integer, register_kind
+from dogma_evolve.genome.schema import MAX_WIDTH, KindSpec, integer, register_kind
 
 
 def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

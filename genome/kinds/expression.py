@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from genome.kinds import mlp
-from genome.schema import MAX_HIDDEN, KindSpec, choice, integer, register_kind
+from dogma_evolve.genome.kinds import mlp
+from dogma_evolve.genome.schema import MAX_HIDDEN, KindSpec, choice, integer, register_kind
 
 SPEC = register_kind(
     KindSpec(

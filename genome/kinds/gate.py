@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from genome.schema import KindSpec, integer, register_kind
+from dogma_evolve.genome.schema import KindSpec, integer, register_kind
 
 SPEC = register_kind(
     KindSpec(

@@ -1,9 +1,9 @@
-"""Gene kind `geglu` (A): the gated GELU MLP, decoded by `phenotype.blocks.mlp.GeGLUConfig`."""
+"""Gene kind `geglu` (A): the gated GELU MLP, decoded by `dogma_evolve.phenotype.blocks.mlp.GeGLUConfig`."""
 
 from __future__ import annotations
 
-from genome.kinds import swiglu
-from genome.schema import MAX_HIDDEN, KindSpec, integer, register_kind
+from dogma_evolve.genome.kinds import swiglu
+from dogma_evolve.genome.schema import MAX_HIDDEN, KindSpec, integer, register_kind
 
 SPEC = register_kind(
     KindSpec(

@@ -1,9 +1,9 @@
-"""Gene kind `gru` (T): the GRU recurrence, decoded by `phenotype.blocks.recurrent.GRUConfig`."""
+"""Gene kind `gru` (T): the GRU recurrence, decoded by `dogma_evolve.phenotype.blocks.recurrent.GRUConfig`."""
 
 from __future__ import annotations
 
-from genome.kinds import lstm
-from genome.schema import MAX_WIDTH, KindSpec, integer, register_kind
+from dogma_evolve.genome.kinds import lstm
+from dogma_evolve.genome.schema import MAX_WIDTH, KindSpec, integer, register_kind
 
 SPEC = register_kind(
     KindSpec(

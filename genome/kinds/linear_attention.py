@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from genome.kinds._rules import heads_width
-from genome.schema import KindSpec, choice, integer, register_kind
+from dogma_evolve.genome.kinds._rules import heads_width
+from dogma_evolve.genome.schema import KindSpec, choice, integer, register_kind
 
 SPEC = register_kind(
     KindSpec(

@@ -1,11 +1,11 @@
-"""Gene kind `mamba2` (T): Mamba-2 (SSD), decoded by `phenotype.blocks.ssm.Mamba2Config`."""
+"""Gene kind `mamba2` (T): Mamba-2 (SSD), decoded by `dogma_evolve.phenotype.blocks.ssm.Mamba2Config`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from genome.schema import KindSpec, integer, register_kind
+from dogma_evolve.genome.schema import KindSpec, integer, register_kind
 
 
 def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,12 @@
-"""Gene kind `mlp` (A): the two-layer MLP, decoded by `phenotype.blocks.mlp.MLPConfig`."""
+"""Gene kind `mlp` (A): the two-layer MLP, decoded by `dogma_evolve.phenotype.blocks.mlp.MLPConfig`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from genome.kinds._rules import four_times
-from genome.schema import MAX_HIDDEN, KindSpec, choice, integer, register_kind
+from dogma_evolve.genome.kinds._rules import four_times
+from dogma_evolve.genome.schema import MAX_HIDDEN, KindSpec, choice, integer, register_kind
 
 
 def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

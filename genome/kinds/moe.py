@@ -1,12 +1,12 @@
-"""Gene kind `moe` (A): mixture of experts, decoded by `phenotype.blocks.moe.MoEConfig`."""
+"""Gene kind `moe` (A): mixture of experts, decoded by `dogma_evolve.phenotype.blocks.moe.MoEConfig`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from genome.kinds._rules import four_times, llama_hidden
-from genome.schema import MAX_HIDDEN, KindSpec, choice, integer, real, register_kind
+from dogma_evolve.genome.kinds._rules import four_times, llama_hidden
+from dogma_evolve.genome.schema import MAX_HIDDEN, KindSpec, choice, integer, real, register_kind
 
 
 def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

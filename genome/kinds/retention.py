@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from genome.kinds._rules import heads_width
-from genome.schema import KindSpec, integer, register_kind
+from dogma_evolve.genome.kinds._rules import heads_width
+from dogma_evolve.genome.schema import KindSpec, integer, register_kind
 
 
 def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

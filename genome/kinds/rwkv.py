@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from genome.schema import KindSpec, register_kind
+from dogma_evolve.genome.schema import KindSpec, register_kind
 
 SPEC = register_kind(KindSpec("rwkv", ("T",), {}, doc="RWKV-4 time mixing (token shift + WKV)"))

@@ -1,11 +1,11 @@
-"""Gene kind `s4` (T): S4D diagonal state space, decoded by `phenotype.blocks.s4.S4Config`."""
+"""Gene kind `s4` (T): S4D diagonal state space, decoded by `dogma_evolve.phenotype.blocks.s4.S4Config`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from genome.schema import KindSpec, choice, integer, register_kind
+from dogma_evolve.genome.schema import KindSpec, choice, integer, register_kind
 
 
 def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from genome.kinds import attention
-from genome.schema import KindSpec, flag, integer, register_kind
+from dogma_evolve.genome.kinds import attention
+from dogma_evolve.genome.schema import KindSpec, flag, integer, register_kind
 
 SPEC = register_kind(
     KindSpec(

@@ -1,12 +1,12 @@
-"""Gene kind `swiglu` (A): the gated SiLU MLP, decoded by `phenotype.blocks.mlp.SwiGLUConfig`."""
+"""Gene kind `swiglu` (A): the gated SiLU MLP, decoded by `dogma_evolve.phenotype.blocks.mlp.SwiGLUConfig`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from genome.kinds._rules import llama_hidden
-from genome.schema import MAX_HIDDEN, KindSpec, integer, register_kind
+from dogma_evolve.genome.kinds._rules import llama_hidden
+from dogma_evolve.genome.schema import MAX_HIDDEN, KindSpec, integer, register_kind
 
 
 def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

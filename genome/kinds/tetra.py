@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from genome.schema import KindSpec, integer, real, register_kind
+from dogma_evolve.genome.schema import KindSpec, integer, real, register_kind
 
 # Steps per unit of lattice distance that k bonds need: with only the three axis bonds a
 # displacement (a, b, c) costs a + b + c steps, with a diagonal at most 2·max(a, b, c),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from genome.schema import KindSpec, integer, register_kind
+from dogma_evolve.genome.schema import KindSpec, integer, register_kind
 
 
 def derive(p: dict[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:

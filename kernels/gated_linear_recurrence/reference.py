@@ -28,7 +28,7 @@ def gated_linear_recurrence(
     initial_state: torch.Tensor | None = None,
     chunk_size: int = 64,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Shapes as in ``kernels.gated_linear_recurrence``; returns (o, final_state)."""
+    """Shapes as in ``dogma_evolve.kernels.gated_linear_recurrence``; returns (o, final_state)."""
     dtype_in = q.dtype
     dtype = torch.float64 if torch.float64 in (q.dtype, k.dtype, v.dtype) else torch.float32
     batch, heads, length, dk = q.shape

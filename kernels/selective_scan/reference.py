@@ -32,7 +32,7 @@ def selective_scan(
     return_last_state: bool = False,
     initial_state: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Per-step loop over L. Shapes: see ``kernels.selective_scan``."""
+    """Per-step loop over L. Shapes: see ``dogma_evolve.kernels.selective_scan``."""
     dtype_in = u.dtype
     dtype = compute_dtype(u, delta, A, B, C)
     u = u.to(dtype)

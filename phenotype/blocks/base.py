@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 import torch
 from torch import nn
 
-from genome.schema import KINDS, ROLES, STRUCTURAL, KindSpec
+from dogma_evolve.genome.schema import KINDS, ROLES, STRUCTURAL, KindSpec
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, Mixer, depthwise_conv_step
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, depthwise_conv_step
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
 
 _NUCLEOTIDES = "ATCG"
 
@@ -253,7 +253,7 @@ class DNABlock(Mixer[DNAConfig]):
 
     def strand_cascade(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> the released output strands O^ℓ_t of every layer, (B, T, Λ, R)."""
-        import kernels
+        import dogma_evolve.kernels as kernels
 
         def diagonal_scan(log_decay: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
             batch, length, reactions = inputs.shape
@@ -283,7 +283,7 @@ class DNABlock(Mixer[DNAConfig]):
         return self.in_B(x).split([p, p, n, n], -1)
 
     def _path_B(self, x: torch.Tensor) -> torch.Tensor:
-        from kernels import selective_scan
+        from dogma_evolve.kernels import selective_scan
 
         u, delta, Bm, Cm = (z.transpose(1, 2) for z in self._automaton_inputs(x))
         y = selective_scan(

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, ChannelMixer, linear_params, no_weight_decay
+from dogma_evolve.phenotype.blocks.base import BlockConfig, ChannelMixer, linear_params, no_weight_decay
 
 
 @dataclass(frozen=True)

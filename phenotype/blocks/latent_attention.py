@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.attention import apply_rope, rope_tables
-from phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
+from dogma_evolve.phenotype.blocks.attention import apply_rope, rope_tables
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.attention import apply_rope, rope_tables
-from phenotype.blocks.base import BlockConfig, Mixer, linear_params
+from dogma_evolve.phenotype.blocks.attention import apply_rope, rope_tables
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, linear_params
 
 _EPS = 1e-6
 
@@ -108,7 +108,7 @@ class LinearAttention(Mixer[LinearAttentionConfig]):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
-        import kernels
+        import dogma_evolve.kernels as kernels
 
         q, k, v = self._qkv(x)
         o, _ = kernels.gated_linear_recurrence(q, k, v, q.new_zeros(q.shape[:3]))
@@ -201,7 +201,7 @@ class Retention(Mixer[RetentionConfig]):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
-        import kernels
+        import dogma_evolve.kernels as kernels
 
         q, k, v = self._qkv(x, 0)
         log_decay = self._log_decay(q)[None, :, None].expand(q.shape[:3])

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, Carry, Mixer, linear_params, no_weight_decay
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Carry, Mixer, linear_params, no_weight_decay
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class EpigeneticMemory(Mixer[EpigeneticConfig]):
         self, x: torch.Tensor, marks: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, T, D), inherited marks (B, T, M) or None -> (y (B, T, D), marks (B, T, M))."""
-        import kernels
+        import dogma_evolve.kernels as kernels
 
         read, write, written = self._gates(x)
         persistence = F.logsigmoid(self.persistence)

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, ChannelMixer
-from phenotype.blocks.mlp import GeGLUConfig, MLPConfig, SwiGLUConfig
+from dogma_evolve.phenotype.blocks.base import BlockConfig, ChannelMixer
+from dogma_evolve.phenotype.blocks.mlp import GeGLUConfig, MLPConfig, SwiGLUConfig
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from phenotype.blocks.base import no_weight_decay
+from dogma_evolve.phenotype.blocks.base import no_weight_decay
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, Mixer, linear_params
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, linear_params
 
 
 @dataclass(frozen=True)

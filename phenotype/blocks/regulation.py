@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, ChannelMixer, linear_params
+from dogma_evolve.phenotype.blocks.base import BlockConfig, ChannelMixer, linear_params
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, Mixer, depthwise_conv_step, linear_params, no_weight_decay
+from dogma_evolve.phenotype.blocks.base import (
+    BlockConfig,
+    Mixer,
+    depthwise_conv_step,
+    linear_params,
+    no_weight_decay,
+)
 
 _C = 8.0
 
@@ -97,7 +103,7 @@ class RGLRUBlock(Mixer[RGLRUConfig]):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
-        import kernels
+        import dogma_evolve.kernels as kernels
 
         g = F.gelu(self.gate_proj(x))
         u = self.in_proj(x).transpose(1, 2)

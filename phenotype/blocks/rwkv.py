@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, Mixer, no_weight_decay
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, no_weight_decay
 
 
 def _shift(x: torch.Tensor) -> torch.Tensor:
@@ -86,7 +86,7 @@ class RWKVTimeMix(Mixer[RWKVTimeMixConfig]):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
-        import kernels
+        import dogma_evolve.kernels as kernels
 
         k, r, v = self._krv(x, _shift(x))
         return self.output(r * kernels.wkv(torch.exp(self.time_decay), self.time_first, k, v))

@@ -24,7 +24,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, Mixer, depthwise_conv_step, linear_params, no_weight_decay
+from dogma_evolve.phenotype.blocks.base import (
+    BlockConfig,
+    Mixer,
+    depthwise_conv_step,
+    linear_params,
+    no_weight_decay,
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class Mamba(Mixer[MambaConfig]):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
-        from kernels import selective_scan
+        from dogma_evolve.kernels import selective_scan
 
         u, z = self.in_proj(x).chunk(2, dim=-1)
         u = u.transpose(1, 2)  # (B, E, T)
@@ -223,7 +229,7 @@ class Mamba2(Mixer[Mamba2Config]):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D)."""
-        import kernels
+        import dogma_evolve.kernels as kernels
 
         c = self.cfg
         z, xbc, dt = self.in_proj(x).split([c.d_inner, c.conv_width, c.heads], -1)

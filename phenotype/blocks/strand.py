@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phenotype.blocks.attention import Attention, AttentionConfig
-from phenotype.blocks.base import no_weight_decay
+from dogma_evolve.phenotype.blocks.attention import Attention, AttentionConfig
+from dogma_evolve.phenotype.blocks.base import no_weight_decay
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from typing import Any, Self
 import torch
 from torch import nn
 
-from phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
 
 # Backward bond vectors in the order sites keep them (after the site itself).
 BONDS = ((1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 1), (1, 1, 0), (0, 1, 1), (1, 0, 1))
@@ -60,7 +60,7 @@ _STEP_FACTOR = {4: 3, 5: 2, 6: 2, 7: 2, 8: 1}  # as genome.kinds.tetra.STEP_FACT
 
 
 def mesh_side(max_len: int) -> int:
-    """L = ⌈max_len^{1/3}⌉ (as genome.kinds.tetra.mesh_side)."""
+    """L = ⌈max_len^{1/3}⌉ (as dogma_evolve.genome.kinds.tetra.mesh_side)."""
     side = max(1, round(max_len ** (1 / 3)))
     while side**3 < max_len:
         side += 1
@@ -70,7 +70,7 @@ def mesh_side(max_len: int) -> int:
 
 
 def mesh_rounds(neighbours: int, scales: int, reach: float, max_len: int) -> int:
-    """Propagation rounds (as genome.kinds.tetra.propagation_rounds)."""
+    """Propagation rounds (as dogma_evolve.genome.kinds.tetra.propagation_rounds)."""
     if reach == 0:
         side = mesh_side(max_len)
         return max(1, _STEP_FACTOR[neighbours] * ((side - 1) // 2 ** (scales - 1) + scales - 1))

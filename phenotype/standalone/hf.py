@@ -31,9 +31,9 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from genome import Genome
-from phenotype import DogmaModel
-from phenotype.standalone.writer import PACKAGE, StandaloneError, write_package
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import DogmaModel
+from dogma_evolve.phenotype.standalone.writer import PACKAGE, StandaloneError, write_package
 
 TEMPLATES = Path(__file__).with_name("hf_template")
 PREFIX = "dogma_"

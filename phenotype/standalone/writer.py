@@ -21,7 +21,7 @@ left out, their lazy imports rewritten into `raise ImportError`. Any other impor
 packages, of triton, or of a third-party package besides torch and safetensors stops the
 export with the module and line, so a block that grows such a dependency is caught here.
 
-A plugin's block (`phenotype.plugins`: a user's top-level module that registers kinds) is
+A plugin's block (`dogma_evolve.phenotype.plugins`: a user's top-level module that registers kinds) is
 carried the same way: its file is copied as `plugins/<module>.py`, its imports of ours made
 relative (its `register_kind(KindSpec(...))` and param helpers go to the stub, which accepts
 and ignores them), and the same refusals apply, naming the plugin's module and line. A plugin
@@ -42,17 +42,18 @@ from typing import Any
 
 import torch
 
-import phenotype
-from genome import Genome
-from phenotype import DogmaModel
-from phenotype.blocks.base import BlockConfig
-from phenotype.weights import save_weights
+from dogma_evolve import phenotype
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import DogmaModel
+from dogma_evolve.phenotype.blocks.base import BlockConfig
+from dogma_evolve.phenotype.weights import save_weights
 
 PACKAGE = "dogma_model"
 FORMAT = "dogma_model/1"  # the template's FORMAT
 TEMPLATES = Path(__file__).with_name("template")
 SOURCE_ROOT = Path(phenotype.__file__ or "").resolve().parents[1]
 
+NAMESPACE = "dogma_evolve"  # our packages import as dogma_evolve.<package>
 OURS = ("genome", "phenotype", "kernels", "evolution", "evaluation", "store")
 ALLOWED_THIRD_PARTY = ("torch", "safetensors")
 FAST_PATHS = ("triton", "cpu", "_build")  # kernels/<op>/triton.py, cpu.py; kernels/_build.py
@@ -65,12 +66,19 @@ class StandaloneError(RuntimeError):
     """The phenotype's code cannot be made standalone (an import the package cannot carry)."""
 
 
+def _internal(module: str) -> str:
+    """`dogma_evolve.phenotype.model` -> `phenotype.model`: the writer names our modules
+    within the namespace (as the package's config.json has always listed them); any other
+    module name is returned as it is."""
+    return module.removeprefix(NAMESPACE + ".")
+
+
 # -- the config tree as JSON --------------------------------------------------------------
 def config_json(node: Any) -> Any:
     """A config tree as JSON: a dataclass of ours -> {"class": "module:Class", "fields"},
     a tuple -> a list; plain values as they are. `dogma_model._build` inverts it."""
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        module = type(node).__module__
+        module = _internal(type(node).__module__)
         if not module.startswith("phenotype.") and not _is_plugin(module):
             raise StandaloneError(f"config class {type(node).__qualname__} is not phenotype's ({module})")
         return {
@@ -89,7 +97,7 @@ def config_json(node: Any) -> Any:
 def config_modules(node: Any) -> set[str]:
     """The phenotype modules whose classes a config tree is made of."""
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        found = {type(node).__module__}
+        found = {_internal(type(node).__module__)}
         for f in dataclasses.fields(node):
             found |= config_modules(getattr(node, f.name))
         return found
@@ -118,8 +126,8 @@ def block_kinds(node: Any) -> list[str]:
 
 # -- modules: where they are, what they import ----------------------------------------------
 def _is_plugin(module: str) -> bool:
-    """Whether `module` is a user's module that registered a block (`phenotype.plugins`)."""
-    from phenotype.blocks.base import REGISTRY
+    """Whether `module` is a user's module that registered a block (`dogma_evolve.phenotype.plugins`)."""
+    from dogma_evolve.phenotype.blocks.base import REGISTRY
 
     return module.split(".")[0] not in OURS and any(
         spec.config.__module__ == module for spec in REGISTRY.values()
@@ -176,7 +184,7 @@ def _target(module: str) -> str | None:
 def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     """The absolute module an ImportFrom in `module` imports from."""
     if not node.level:
-        return node.module or ""
+        return _internal(node.module or "")
     parts = module.split(".") if is_package else module.split(".")[:-1]
     parts = parts[: len(parts) - (node.level - 1)]
     return ".".join(parts + ([node.module] if node.module else []))
@@ -188,7 +196,7 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> list[tuple[ast.
     out: list[tuple[ast.stmt, list[str]]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names if a.name.split(".")[0] in OURS]
+            names = [_internal(a.name) for a in node.names if _internal(a.name).split(".")[0] in OURS]
             if names and len(names) != len(node.names):
                 raise StandaloneError(f"{module}:{node.lineno}: mixes our imports with others")
             if names:
@@ -206,9 +214,9 @@ def _third_party(tree: ast.Module, module: str) -> None:
     """Refuse imports of anything but the standard library, torch and safetensors."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            tops = [a.name.split(".")[0] for a in node.names]
+            tops = [_internal(a.name).split(".")[0] for a in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level:
-            tops = [(node.module or "").split(".")[0]]
+            tops = [_internal(node.module or "").split(".")[0]]
         else:
             continue
         for top in tops:
@@ -245,18 +253,19 @@ def _rewrite_import(
         if len(node.names) != 1:
             raise StandaloneError(f"{where}: import one module of ours per statement")
         alias = node.names[0]
-        parts = alias.name.split(".")
-        target = _target(alias.name)
+        name = _internal(alias.name)
+        parts = name.split(".")
+        target = _target(name)
         if target is None:
-            return _fast_path_raise(alias.name)
+            return _fast_path_raise(name)
         bound = alias.asname or parts[-1]
-        if alias.asname is None and len(parts) > 1:  # `import a.b` binds `a`: used by name?
-            if any(isinstance(n, ast.Name) and n.id == parts[0] for n in ast.walk(tree)):
+        if alias.asname is None and "." in alias.name:  # `import a.b` binds `a`: used by name?
+            if any(isinstance(n, ast.Name) and n.id == alias.name.split(".")[0] for n in ast.walk(tree)):
                 raise StandaloneError(f"{where}: `import {alias.name}` is used by name; import from it")
         parent, _, last = target.rpartition(".")
         level, mod = _relative(here, is_package, parent)
-        name = ast.alias(last) if bound == last else ast.alias(last, bound)
-        return ast.unparse(ast.ImportFrom(module=mod or None, names=[name], level=level))
+        imported = ast.alias(last) if bound == last else ast.alias(last, bound)
+        return ast.unparse(ast.ImportFrom(module=mod or None, names=[imported], level=level))
     assert isinstance(node, ast.ImportFrom)
     source = _resolve(node, module, is_package)
     names = [a.name for a in node.names]

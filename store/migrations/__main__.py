@@ -17,14 +17,14 @@ from alembic.config import CommandLine
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
-import store.migrations as migrations
-from store.engine import describe, open_engines
-from store.records import StoreError
-from store.schema import migration_connection
+import dogma_evolve.store.migrations as migrations
+from dogma_evolve.store.engine import describe, open_engines
+from dogma_evolve.store.records import StoreError
+from dogma_evolve.store.schema import migration_connection
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli = CommandLine(prog="python -m store.migrations")
+    cli = CommandLine(prog="python -m dogma_evolve.store.migrations")
     cli.parser.add_argument("--url", help="SQLAlchemy URL of the store the command works on")
     options = cli.parser.parse_args(argv)
     if not hasattr(options, "cmd"):

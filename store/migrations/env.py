@@ -12,8 +12,8 @@ from __future__ import annotations
 from alembic import context
 from alembic.util import CommandError
 
-from store.migrations import render_item
-from store.models import Base
+from dogma_evolve.store.migrations import render_item
+from dogma_evolve.store.models import Base
 
 if context.is_offline_mode():
     raise CommandError("the store's migrations run on a database, not as SQL text (--sql)")

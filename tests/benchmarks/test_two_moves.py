@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.two_moves import variants
-from evolution.config import RunConfig
-from evolution.spaces.dogma.space import DogmaSpace
-from genome.sequence import sequence_view
-from genome.yaml_io import dump_yaml, load_yaml
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from dogma_evolve.genome.sequence import sequence_view
+from dogma_evolve.genome.yaml_io import dump_yaml, load_yaml
 
 GENOMES = Path(__file__).resolve().parents[2] / "benchmarks" / "genomes"
 

@@ -13,8 +13,8 @@ from torch import nn
 
 from benchmarks.search_dogma import arm_config, drive_engine
 from benchmarks.zero_cost import PROXIES, main, proxies
-from evaluation.tasks import IGNORE_INDEX
-from store import Store
+from dogma_evolve.evaluation.tasks import IGNORE_INDEX
+from dogma_evolve.store import Store
 from tests.benchmarks.test_search_pairing import FakePool
 
 SHARED = {"population": 8, "steps": 10, "max_params": 60_000, "task": "suite"}

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from torch import nn
 
-from evaluation import get_task
-from evaluation.reference_models import TinyAttentionLM
+from dogma_evolve.evaluation import get_task
+from dogma_evolve.evaluation.reference_models import TinyAttentionLM
 
 VOCAB = get_task("mqar").vocab_size
 SEQ_LEN = get_task("mqar").seq_len

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluation import get_task, train_and_score
-from evaluation.reference_models import TinyAttentionLM
-from evaluation.tasks.bytelm import BOS
+from dogma_evolve.evaluation import get_task, train_and_score
+from dogma_evolve.evaluation.reference_models import TinyAttentionLM
+from dogma_evolve.evaluation.tasks.bytelm import BOS
 
 
 def test_windows_are_next_byte_pairs_of_the_corpus():

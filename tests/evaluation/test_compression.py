@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from evaluation import IGNORE_INDEX, get_task, train_and_score
-from evaluation.reference_models import MLPOnlyLM, TinyAttentionLM
-from evaluation.tasks.compression import COMPRESS
+from dogma_evolve.evaluation import IGNORE_INDEX, get_task, train_and_score
+from dogma_evolve.evaluation.reference_models import MLPOnlyLM, TinyAttentionLM
+from dogma_evolve.evaluation.tasks.compression import COMPRESS
 
 
 def test_queries_ask_for_the_value_at_their_position():

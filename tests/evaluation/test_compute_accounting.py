@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation import EvalRequest, evaluate, get_task
-from evaluation.budget import step_flops, training_flops
-from evaluation.evaluate import compute_metrics
-from genome import Genome
-from phenotype import account, decode
+from dogma_evolve.evaluation import EvalRequest, evaluate, get_task
+from dogma_evolve.evaluation.budget import step_flops, training_flops
+from dogma_evolve.evaluation.evaluate import compute_metrics
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import account, decode
 from tests.evaluation.eval_test_models import build
 
 # an attention layer and a SwiGLU: the forward has a T-dependent (T x T) term besides 2N

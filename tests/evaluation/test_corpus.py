@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluation import get_task, train_and_score
-from evaluation.reference_models import TinyAttentionLM
-from evaluation.tasks.corpus import (
+from dogma_evolve.evaluation import get_task, train_and_score
+from dogma_evolve.evaluation.reference_models import TinyAttentionLM
+from dogma_evolve.evaluation.tasks.corpus import (
     BIBLE,
     HELD_OUT_FRACTION,
     WIKIPEDIA,

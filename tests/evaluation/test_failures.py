@@ -5,9 +5,9 @@ from typing import get_args
 
 import pytest
 
-from evaluation import STATUSES, EvalRequest, EvalResult, evaluate, get_task
-from evaluation.result import Status
-from store import EVALUATION_STATUSES
+from dogma_evolve.evaluation import STATUSES, EvalRequest, EvalResult, evaluate, get_task
+from dogma_evolve.evaluation.result import Status
+from dogma_evolve.store import EVALUATION_STATUSES
 from tests.evaluation.eval_test_models import build
 
 
@@ -98,7 +98,7 @@ def test_statuses_are_validated():
 
 
 def test_default_builder_marks_a_bad_genome_invalid():
-    pytest.importorskip("genome")
+    pytest.importorskip("dogma_evolve.genome")
     result = evaluate(request("this: [is not, a genome"))
     assert result.status == "invalid", result
     assert result.reason
@@ -130,7 +130,7 @@ def _tiny_genome_yaml(vocab):
 
 
 def test_default_builder_decodes_and_accounts_a_dogma_genome():
-    pytest.importorskip("phenotype")
+    pytest.importorskip("dogma_evolve.phenotype")
     vocab = get_task("mqar").vocab_size
     result = evaluate(request(_tiny_genome_yaml(vocab), fidelity=5))
     assert result.status == "ok", result

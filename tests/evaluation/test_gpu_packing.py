@@ -15,11 +15,17 @@ import pytest
 import torch
 from torch import nn
 
-from evaluation import EvalRequest, EvaluationPool, evaluate, get_task
-from evaluation.dispatch import Dispatch
-from evaluation.evaluate import estimate_training_bytes
-from evaluation.gpu import PACKING_GRID, PROCESS_BYTES, GpuShares, estimate_request_bytes, gpu_share
-from evaluation.reference_models import TinyAttentionLM
+from dogma_evolve.evaluation import EvalRequest, EvaluationPool, evaluate, get_task
+from dogma_evolve.evaluation.dispatch import Dispatch
+from dogma_evolve.evaluation.evaluate import estimate_training_bytes
+from dogma_evolve.evaluation.gpu import (
+    PACKING_GRID,
+    PROCESS_BYTES,
+    GpuShares,
+    estimate_request_bytes,
+    gpu_share,
+)
+from dogma_evolve.evaluation.reference_models import TinyAttentionLM
 from tests.evaluation import gpu_test_models
 
 GIB = 1 << 30

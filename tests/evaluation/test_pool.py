@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from evaluation import EvalRequest, EvaluationPool
-from evaluation.dispatch import TIMEOUT_RETRY_FACTOR
+from dogma_evolve.evaluation import EvalRequest, EvaluationPool
+from dogma_evolve.evaluation.dispatch import TIMEOUT_RETRY_FACTOR
 from tests.evaluation import eval_test_models
 from tests.evaluation.eval_test_models import build
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluation import EvalRequest, evaluate, get_task, score, train
-from evaluation.precision import pool_precision, precision_of, resolve_precision
-from evolution.config import RunConfig
-from genome import Genome
-from kernels import gated_linear_recurrence, selective_scan, wkv
-from phenotype import decode
+from dogma_evolve.evaluation import EvalRequest, evaluate, get_task, score, train
+from dogma_evolve.evaluation.precision import pool_precision, precision_of, resolve_precision
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.genome import Genome
+from dogma_evolve.kernels import gated_linear_recurrence, selective_scan, wkv
+from dogma_evolve.phenotype import decode
 
 # one of each kind of work: a selective scan, a gated linear recurrence, attention, an MLP
 GENOME = """
@@ -152,9 +152,9 @@ def test_run_config_stores_precision_and_old_runs_resume_in_fp32():
 
 
 def test_the_cache_copies_only_results_of_the_runs_precision(tmp_path):
-    from evolution.evaluating import EvalKey, Evaluator
-    from evolution.spaces.registry import SPACES
-    from store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
+    from dogma_evolve.evolution.evaluating import EvalKey, Evaluator
+    from dogma_evolve.evolution.spaces.registry import SPACES
+    from dogma_evolve.store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
 
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     genome = Genome.from_yaml(GENOME)
@@ -190,8 +190,8 @@ def test_the_cache_copies_only_results_of_the_runs_precision(tmp_path):
 def test_a_bf16_result_replays_in_bf16(tmp_path):
     """`evolve replay` re-trains in the precision the stored row records: a CPU bf16 run
     replays bit for bit (in fp32 its losses would differ)."""
-    from evolution.replay import replay_individual
-    from store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
+    from dogma_evolve.evolution.replay import replay_individual
+    from dogma_evolve.store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
 
     genome = Genome.from_yaml(GENOME)
     request = EvalRequest(genome.to_yaml(), genome.id, "mqar", 2, device="cpu", precision="bf16")
@@ -233,8 +233,8 @@ class _RecordingPool:
 
 
 def test_runs_reuse_only_results_of_their_own_precision(tmp_path):
-    from evolution.engine import Engine
-    from store import Store
+    from dogma_evolve.evolution.engine import Engine
+    from dogma_evolve.store import Store
 
     def run(store, precision: str) -> list[EvalRequest]:
         pool = _RecordingPool()

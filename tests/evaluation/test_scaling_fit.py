@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from evaluation.scaling import (
+from dogma_evolve.evaluation.scaling import (
     LadderError,
     compare,
     crossings,

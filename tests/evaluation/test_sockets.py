@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import EvaluationPool
+from dogma_evolve.evaluation import EvaluationPool
 
 ray = pytest.importorskip("ray")
 

@@ -7,12 +7,19 @@ import math
 import pytest
 import torch
 
-from evaluation import EvalRequest, evaluate, get_task
-from evaluation.budget import BASE_LR, BASE_WIDTH, MAX_LR, learning_rate, steps_for_flops, training_flops
-from evaluation.reference_models import TinyAttentionLM
-from evaluation.tasks import IGNORE_INDEX
-from evaluation.tasks.suite import MEMBERS, Suite, normalised_accuracy, score_components
-from evaluation.trainer import score, train_and_score
+from dogma_evolve.evaluation import EvalRequest, evaluate, get_task
+from dogma_evolve.evaluation.budget import (
+    BASE_LR,
+    BASE_WIDTH,
+    MAX_LR,
+    learning_rate,
+    steps_for_flops,
+    training_flops,
+)
+from dogma_evolve.evaluation.reference_models import TinyAttentionLM
+from dogma_evolve.evaluation.tasks import IGNORE_INDEX
+from dogma_evolve.evaluation.tasks.suite import MEMBERS, Suite, normalised_accuracy, score_components
+from dogma_evolve.evaluation.trainer import score, train_and_score
 
 
 def test_rows_cycle_through_members_in_disjoint_token_ranges():
@@ -91,7 +98,7 @@ def test_learning_rate_falls_as_one_over_width():
 
 
 def _genome_yaml(d_model: int, vocab: int, max_len: int) -> str:
-    from genome import Genome
+    from dogma_evolve.genome import Genome
 
     doc = {
         "regions": [
@@ -133,9 +140,9 @@ def test_a_flops_budget_gives_small_models_more_steps_for_the_same_compute():
 def test_the_suite_separates_attention_from_mlp_only_at_the_default_budget():
     """Calibration, re-checked: at the default budget the scaled-down GPT-2 seed (attention)
     is far above the same genome with its attention removed, which stays at chance."""
-    from evolution.engine import RunConfig
-    from evolution.spaces.dogma.seeds import scale_down
-    from genome import PRESETS, Genome
+    from dogma_evolve.evolution.engine import RunConfig
+    from dogma_evolve.evolution.spaces.dogma.seeds import scale_down
+    from dogma_evolve.genome import PRESETS, Genome
 
     config = RunConfig()
     suite = get_task(config.task)

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from evaluation import IGNORE_INDEX, TASKS, get_task
-from evaluation.tasks.mqar import BLANK
+from dogma_evolve.evaluation import IGNORE_INDEX, TASKS, get_task
+from dogma_evolve.evaluation.tasks.mqar import BLANK
 
 
 def test_registry_lists_mqar_and_rejects_unknown_names_and_settings():

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from evaluation import DEFAULT_STEPS, EvaluationTimeout, get_task, score, train, train_and_score
-from evaluation.reference_models import MLPOnlyLM, TinyAttentionLM
-from evaluation.trainer import DEFAULT_BATCH_SIZE, Deadline, parameter_groups, warmup_cosine
+from dogma_evolve.evaluation import DEFAULT_STEPS, EvaluationTimeout, get_task, score, train, train_and_score
+from dogma_evolve.evaluation.reference_models import MLPOnlyLM, TinyAttentionLM
+from dogma_evolve.evaluation.trainer import DEFAULT_BATCH_SIZE, Deadline, parameter_groups, warmup_cosine
 
 
 def test_attention_learns_default_mqar_and_mlp_only_stays_near_chance():

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluation import get_task
-from evaluation.evaluate import train_model
-from evaluation.result import EvalRequest
-from evaluation.tasks import TaskCodeError, is_builtin, pin_tasks, task_facts
-from evaluation.tasks.imported import ImportedTask, RecordedTask, canonical_text, parse_spec
-from genome import plugins
+from dogma_evolve.evaluation import get_task
+from dogma_evolve.evaluation.evaluate import train_model
+from dogma_evolve.evaluation.result import EvalRequest
+from dogma_evolve.evaluation.tasks import TaskCodeError, is_builtin, pin_tasks, task_facts
+from dogma_evolve.evaluation.tasks.imported import ImportedTask, RecordedTask, canonical_text, parse_spec
+from dogma_evolve.genome import plugins
 
 _names = itertools.count()
 

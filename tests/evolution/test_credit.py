@@ -4,9 +4,9 @@ their parents' qualities are full-fidelity ones (issue 20: credit learnt noise).
 
 from __future__ import annotations
 
-from evaluation.table import InProcessPool
-from evolution.engine import Engine, RunConfig
-from store import Store
+from dogma_evolve.evaluation.table import InProcessPool
+from dogma_evolve.evolution.engine import Engine, RunConfig
+from dogma_evolve.store import Store
 
 
 def test_only_children_trained_in_full_or_failed_earn_credit(tmp_path) -> None:  # type: ignore[no-untyped-def]

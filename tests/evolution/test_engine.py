@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation import EvalResult, evaluate
-from evolution.engine import Engine, RunConfig, best_of
-from store import Store
+from dogma_evolve.evaluation import EvalResult, evaluate
+from dogma_evolve.evolution.engine import Engine, RunConfig, best_of
+from dogma_evolve.store import Store
 
 
 class CountingPool:

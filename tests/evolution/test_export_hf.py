@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from genome import Genome
-from phenotype import REGISTRY, decode
-from phenotype.standalone.hf import write_hf
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import REGISTRY, decode
+from dogma_evolve.phenotype.standalone.hf import write_hf
 from tests.phenotype.test_standalone import BLOCKED, GENOMES, perturbed_example
 
 needs_transformers = pytest.mark.skipif(
@@ -43,8 +43,14 @@ from pathlib import Path
 SITE, DIRS, HF_HOME = sys.argv[1], [Path(d) for d in json.loads(sys.argv[2])], Path(sys.argv[3])
 BLOCKED = set(json.loads(sys.argv[4]))
 sys.path[:] = [p for p in sys.path if "site-packages" not in p] + [SITE]
-# our packages must not be on the path at all (triton, installed, only must not be imported)
-findable = sorted(b for b in BLOCKED - {"triton"} if importlib.util.find_spec(b) is not None)
+# our packages must not be on the path at all (triton, installed, only must not be imported;
+# an old name that an installed distribution owns, as Hugging Face's `kernels`, is theirs)
+findable = sorted(
+    b
+    for b in BLOCKED - {"triton"}
+    if (spec := importlib.util.find_spec(b)) is not None
+    and (b == "dogma_evolve" or not str(spec.origin).startswith(SITE))
+)
 violations = []
 
 
@@ -203,7 +209,7 @@ def assert_hf_model_works(r: dict[str, Any]) -> None:
 def export_hf_phenotype(genome: Genome, directory: Path, seed: int = 0) -> dict[str, Any]:
     """What `evolve export --format hf` writes for the check: the directory and an example
     (`perturbed_example`), checked through transformers in this process."""
-    from evolution.export_hf import check_hf
+    from dogma_evolve.evolution.export_hf import check_hf
 
     model, ids, expected = perturbed_example(genome, directory, seed)
     info = write_hf(model, genome, directory)
@@ -243,7 +249,7 @@ def test_flat_modules_import_each_other_by_their_flat_names(tmp_path):
 
 # -- through the command line --------------------------------------------------------------
 def evolve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "evolution.cli.main", *args]
+    command = [sys.executable, "-m", "dogma_evolve.evolution.cli.main", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
 
 
@@ -277,7 +283,7 @@ def test_cli_export_hf_writes_a_transformers_directory(tmp_path):
 def test_format_hf_without_transformers_is_refused_in_one_line(tmp_path):
     code = (
         "import sys; sys.modules['transformers'] = None\n"  # what an install without the extra sees
-        "from evolution.cli.main import main\n"
+        "from dogma_evolve.evolution.cli.main import main\n"
         f"sys.exit(main(['export', '--best', '--format', 'hf', '-o', {str(tmp_path / 'out')!r},"
         f" '--store', {'sqlite:///' + str(tmp_path / 'none.db')!r}]))\n"
     )

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 import torch
 
-from evaluation import EvalRequest, EvalResult
-from evolution.engine import Engine, RunConfig
-from evolution.spaces.dogma.identity import canonical, relabelling
-from evolution.spaces.dogma.space import DogmaSpace
-from evolution.spaces.nb201 import NB201Space
-from genome import Genome
-from phenotype import decode
-from store import Store
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.evolution.engine import Engine, RunConfig
+from dogma_evolve.evolution.spaces.dogma.identity import canonical, relabelling
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from dogma_evolve.evolution.spaces.nb201 import NB201Space
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import decode
+from dogma_evolve.store import Store
 
 CONFIG = RunConfig(population=4, generations=1, steps=3, seed=5, max_params=60_000)
 PINNED = DogmaSpace.from_config(CONFIG).pinned
@@ -108,7 +108,7 @@ def test_twins_build_identical_models(twin: Genome) -> None:
 
 @pytest.mark.parametrize("name", ["gpt2-small", "llama3-8b", "mamba-130m", "griffin", "dogma"])
 def test_presets_are_written_in_the_canonical_scheme(name: str) -> None:
-    from genome import preset
+    from dogma_evolve.genome import preset
 
     genome = preset(name)
     assert canonical(genome) is genome  # their ids (and every stored result of them) stay
@@ -200,7 +200,7 @@ def test_resume_keeps_the_id_of_a_stored_non_canonical_genome(
 def test_a_mutation_that_only_respells_its_parent_is_discarded() -> None:
     import random
 
-    from evolution.spaces.contract import Discard
+    from dogma_evolve.evolution.spaces.contract import Discard
 
     space = DogmaSpace.from_config(CONFIG)
     parent = canonical(PLAIN)

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from evolution.cli.main import main
-from evolution.config import RunConfig
-from evolution.engine import Engine
-from store import ArchiveIn, GenomeIn, IndividualIn, Store, by_slot
-from store.liveness import INTERRUPTED, RunHeld
-from store.testing import postgres_or_skip, scratch_database
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.engine import Engine
+from dogma_evolve.store import ArchiveIn, GenomeIn, IndividualIn, Store, by_slot
+from dogma_evolve.store.liveness import INTERRUPTED, RunHeld
+from dogma_evolve.store.testing import postgres_or_skip, scratch_database
 
 CONFIG = RunConfig(population=4, generations=1, steps=3, seed=3, max_params=60_000, task="mqar")
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)  # a heartbeat this old: the driver was killed
@@ -134,7 +134,7 @@ TINY = ["--steps", "3", "--population", "4", "--workers", "1", "--task", "mqar",
 
 def _evolve(*argv: str, **popen: object) -> subprocess.Popen[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
-    command = [sys.executable, "-m", "evolution.cli", *argv]
+    command = [sys.executable, "-m", "dogma_evolve.evolution.cli", *argv]
     return subprocess.Popen(command, env=env, text=True, **popen)  # type: ignore[call-overload]
 
 

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from evaluation import EvaluationPool
-from evolution.config import RunConfig
-from evolution.engine import Engine
-from evolution.replay import compared
-from store import Store
-from store.testing import postgres_or_skip, scratch_database
+from dogma_evolve.evaluation import EvaluationPool
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.engine import Engine
+from dogma_evolve.evolution.replay import compared
+from dogma_evolve.store import Store
+from dogma_evolve.store.testing import postgres_or_skip, scratch_database
 
 pytestmark = pytest.mark.slow
 

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from evaluation import EvalRequest, EvalResult
-from evolution.engine import Engine, RunConfig
-from evolution.evaluating import FAILED_QUALITY, FILTERED
-from evolution.report.summary import report_lines, run_report
-from evolution.spaces.dogma.identity import canonical
-from evolution.spaces.dogma.space import DogmaSpace
-from genome import Genome
-from store import EVALUATION_STATUSES, Store
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.evolution.engine import Engine, RunConfig
+from dogma_evolve.evolution.evaluating import FAILED_QUALITY, FILTERED
+from dogma_evolve.evolution.report.summary import report_lines, run_report
+from dogma_evolve.evolution.spaces.dogma.identity import canonical
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from dogma_evolve.genome import Genome
+from dogma_evolve.store import EVALUATION_STATUSES, Store
 
 CONFIG = RunConfig(population=4, generations=1, steps=3, seed=7, max_params=60_000)
 PINNED = DogmaSpace.from_config(CONFIG).pinned

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import random
 
-from evolution.config import RunConfig
-from evolution.objectives import FAILED_COST, MAXIMISED, OBJECTIVES, QUALITY, objective_value, quality_of
-from evolution.selection import assign_rank_and_crowding, survivors
-from evolution.strategies import below_floor, make_strategy
-from evolution.types import MAX_OBJECTIVES, individual_class
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.objectives import (
+    FAILED_COST,
+    MAXIMISED,
+    OBJECTIVES,
+    QUALITY,
+    objective_value,
+    quality_of,
+)
+from dogma_evolve.evolution.selection import assign_rank_and_crowding, survivors
+from dogma_evolve.evolution.strategies import below_floor, make_strategy
+from dogma_evolve.evolution.types import MAX_OBJECTIVES, individual_class
 
 
 def _candidates(points: list[tuple[float, float]], floor: float | None) -> list:

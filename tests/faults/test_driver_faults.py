@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from store.testing import execute_unchecked
+from dogma_evolve.store.testing import execute_unchecked
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ POPULATION = (
 
 
 def evolve(*args: str, store: Path, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "evolution.cli.main", *args, "--store", f"sqlite:///{store}"]
+    cmd = [sys.executable, "-m", "dogma_evolve.evolution.cli.main", *args, "--store", f"sqlite:///{store}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -112,7 +112,7 @@ def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_pa
         cmd = [
             sys.executable,
             "-m",
-            "evolution.cli.main",
+            "dogma_evolve.evolution.cli.main",
             *args,
             "--json",
             "--quiet",

@@ -29,9 +29,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evolution.cli.main import main
-from genome import EDGE_KINDS, KINDS, PRESETS, REGION_TYPES, Genome
-from genome.schema import PROMOTER, STRUCTURAL
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.genome import EDGE_KINDS, KINDS, PRESETS, REGION_TYPES, Genome
+from dogma_evolve.genome.schema import PROMOTER, STRUCTURAL
 
 REPO = Path(__file__).resolve().parents[2]
 FUZZ = settings(
@@ -42,7 +42,7 @@ FUZZ = settings(
 # -- seed documents ------------------------------------------------------------------------
 def _seed_documents() -> list[dict[str, Any]]:
     """Every preset plus a few small random genomes of the search's own making."""
-    from evolution.spaces.dogma.seeds import random_genome
+    from dogma_evolve.evolution.spaces.dogma.seeds import random_genome
 
     docs = [Genome.from_dict(make()).to_dict() for make in PRESETS.values()]
     rng = random.Random(0)
@@ -258,7 +258,7 @@ def test_shuffled_genome_lines_never_raise(lines, scratch):
 @pytest.fixture(scope="module")
 def empty_store(tmp_path_factory) -> str:
     """A store with its schema and no runs: every id is bad input."""
-    from store import Store
+    from dogma_evolve.store import Store
 
     url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'evolve.db'}"
     Store(url)
@@ -341,7 +341,7 @@ def test_genome_commands_answer_bad_sources_in_one_line(command, source):
 @FUZZ
 @given(prefix=st.text(max_size=20), size=st.integers(1, 2**62), windows=st.booleans())
 def test_cpu_allocation_failures_are_oom(prefix, size, windows):
-    from evaluation import classify_failure
+    from dogma_evolve.evaluation import classify_failure
 
     wording = "not enough memory" if windows else "can't allocate memory"
     error = RuntimeError(
@@ -356,7 +356,7 @@ def test_cpu_allocation_failures_are_oom(prefix, size, windows):
 def test_a_real_cpu_allocation_failure_is_oom():
     import torch
 
-    from evaluation import classify_failure
+    from dogma_evolve.evaluation import classify_failure
 
     with pytest.raises(RuntimeError) as caught:
         torch.empty(1 << 62, dtype=torch.uint8)  # 4 EiB: refused before anything is touched
@@ -474,7 +474,7 @@ class _Payload:
 def test_the_table_reader_refuses_every_class(protocol, payload, capsys):
     import numpy as np
 
-    from evolution.spaces.nb201 import load_table_file
+    from dogma_evolve.evolution.spaces.nb201 import load_table_file
 
     objects = {"callable": {"a": _Payload()}, "class": {"a": _Payload}, "numpy": {"a": np.zeros(2)}}
     data = pickle.dumps(objects[payload], protocol=protocol)
@@ -485,7 +485,7 @@ def test_the_table_reader_refuses_every_class(protocol, payload, capsys):
 
 
 def test_the_table_reader_refuses_globals_by_every_opcode():
-    from evolution.spaces.nb201 import load_table_file
+    from dogma_evolve.evolution.spaces.nb201 import load_table_file
 
     hostile = [
         b"cos\nsystem\n(S'true'\ntR.",  # GLOBAL + REDUCE
@@ -501,7 +501,7 @@ def test_the_table_reader_refuses_globals_by_every_opcode():
 
 
 def test_the_table_reader_loads_plain_data():
-    from evolution.spaces.nb201 import load_table_file
+    from dogma_evolve.evolution.spaces.nb201 import load_table_file
 
     table = {"012340": {"val_acc": [91.5, 92.0], "size": 1.5, "ok": True, "tag": None}}
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from store import LeaseIn, LeaseLog, Store
-from store.check import check_store
-from store.testing import postgres_or_skip, scratch_database
+from dogma_evolve.store import LeaseIn, LeaseLog, Store
+from dogma_evolve.store.check import check_store
+from dogma_evolve.store.testing import postgres_or_skip, scratch_database
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 GENOME = "ab" * 32

@@ -26,7 +26,7 @@ pytest.importorskip("psycopg")
 
 from benchmarks.soak import DRIVER, NODE, POSTGRES, SEARCH, Outcome, Plan, run_soak, table  # noqa: E402
 from benchmarks.soak_infra import postgres_bindir  # noqa: E402
-from store.testing import REQUIRE_POSTGRES_ENV  # noqa: E402
+from dogma_evolve.store.testing import REQUIRE_POSTGRES_ENV  # noqa: E402
 
 #: The short soak's search: one offspring generation (the full soak's has twenty).
 SHORT = (*SEARCH[:2], "--generations", "1", *SEARCH[4:])

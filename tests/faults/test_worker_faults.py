@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from evaluation import EvalRequest, EvaluationPool
-from store import EvaluationIn, GenomeIn, IndividualIn, LeaseIn, LeaseLog, Store, by_slot
+from dogma_evolve.evaluation import EvalRequest, EvaluationPool
+from dogma_evolve.store import EvaluationIn, GenomeIn, IndividualIn, LeaseIn, LeaseLog, Store, by_slot
 from tests.faults import fault_models
 
 ray = pytest.importorskip("ray")
@@ -190,4 +190,4 @@ def test_results_record_threads_and_worker(lab, tmp_path):
     [result] = pool.evaluate([_request("tiny", tmp_path)])
     assert result.metrics["torch_threads"] == pool.torch_threads
     assert result.metrics["worker_pid"] > 0 and result.metrics["worker_node"]
-    assert sys.modules["evaluation.pool"].is_transient(result) is False
+    assert sys.modules["dogma_evolve.evaluation.pool"].is_transient(result) is False

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from genome import KINDS, Genome, GenomeError
-from genome.formats import CANONICAL_FORMAT, FORMAT, FORMATS, kind_named, name_of
+from dogma_evolve.genome import KINDS, Genome, GenomeError
+from dogma_evolve.genome.formats import CANONICAL_FORMAT, FORMAT, FORMATS, kind_named, name_of
 
 RELEASE_0_1 = Path(__file__).parents[1] / "store" / "fixtures" / "release_0_1.db"
 

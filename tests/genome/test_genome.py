@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from genome import PRESETS, Genome, GenomeError, preset
+from dogma_evolve.genome import PRESETS, Genome, GenomeError, preset
 
 
 def tiny_doc() -> dict:

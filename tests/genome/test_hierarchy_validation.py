@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from genome import Genome, GenomeError
+from dogma_evolve.genome import Genome, GenomeError
 
 
 def _gate(hidden: int = 4) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def test_regulatory_depth_counts_the_regulators_of_the_longest_chain():
 
 
 def test_evolve_genome_show_prints_the_hierarchy(tmp_path, capsys):
-    from evolution.cli.main import main
+    from dogma_evolve.evolution.cli.main import main
 
     path = tmp_path / "cascade.yaml"
     genome = Genome.from_dict(cascade_doc())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evolution.cli.main import main
+from dogma_evolve.evolution.cli.main import main
 
 BILLION_LAUGHS = "\n".join(
     ["a: &a [x, x, x, x, x, x, x, x, x]"]
@@ -67,7 +67,7 @@ def test_validate_in_a_fresh_process_prints_no_traceback(tmp_path):
     path = tmp_path / "bomb.yaml"
     path.write_bytes(HOSTILE["alias bomb"])
     proc = subprocess.run(
-        [sys.executable, "-m", "evolution.cli.main", "genome", "validate", str(path)],
+        [sys.executable, "-m", "dogma_evolve.evolution.cli.main", "genome", "validate", str(path)],
         capture_output=True,
         text=True,
         timeout=30,
@@ -78,7 +78,7 @@ def test_validate_in_a_fresh_process_prints_no_traceback(tmp_path):
 
 
 def test_validate_accepts_a_preset_and_a_written_file(tmp_path, capsys):
-    from genome import preset
+    from dogma_evolve.genome import preset
 
     path = tmp_path / "llama.yaml"
     path.write_text(preset("llama3-8b").to_yaml())

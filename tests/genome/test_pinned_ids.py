@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from genome import PRESETS, Genome, preset
+from dogma_evolve.genome import PRESETS, Genome, preset
 
 PRESET_IDS = {
     # was 407d012b… (DOGMA_FORMAT_1_ID) until its TetraMemory became the mesh (format 2)

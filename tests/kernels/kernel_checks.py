@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 import pytest
 import torch
 
-from kernels._dispatch import triton_available
-from kernels.selective_scan import cpu as selective_scan_cpu
+from dogma_evolve.kernels._dispatch import triton_available
+from dogma_evolve.kernels.selective_scan import cpu as selective_scan_cpu
 
 
 def fast_backends(cpu_path: bool, chunked: bool = False) -> list[str]:

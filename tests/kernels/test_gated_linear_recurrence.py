@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import gated_linear_recurrence
+from dogma_evolve.kernels import gated_linear_recurrence
 from tests.kernels.kernel_checks import (
     assert_all_close,
     device_for,

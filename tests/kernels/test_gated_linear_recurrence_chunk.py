@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import gated_linear_recurrence, wkv
-from kernels._dispatch import CHUNKED_MIN_LENGTH, resolve_backend
-from kernels.gated_linear_recurrence.chunk import chunk_length
+from dogma_evolve.kernels import gated_linear_recurrence, wkv
+from dogma_evolve.kernels._dispatch import CHUNKED_MIN_LENGTH, resolve_backend
+from dogma_evolve.kernels.gated_linear_recurrence.chunk import chunk_length
 from tests.kernels.kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
 from tests.kernels.test_gated_linear_recurrence import make_inputs, sequential
 

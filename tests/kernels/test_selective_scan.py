@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels import selective_scan
-from kernels.selective_scan import reference
+from dogma_evolve.kernels import selective_scan
+from dogma_evolve.kernels.selective_scan import reference
 from tests.kernels.kernel_checks import (
     assert_all_close,
     device_for,
@@ -231,8 +231,8 @@ def test_unwritten_outputs_would_be_nan() -> None:
 
 
 def test_failed_build_warns_and_auto_falls_back(monkeypatch, tmp_path) -> None:
-    from kernels import _build
-    from kernels.selective_scan import cpu
+    from dogma_evolve.kernels import _build
+    from dogma_evolve.kernels.selective_scan import cpu
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
     broken = tmp_path / "broken.cpp"

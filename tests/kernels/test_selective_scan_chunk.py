@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import selective_scan
-from kernels.selective_scan import chunk
+from dogma_evolve.kernels import selective_scan
+from dogma_evolve.kernels.selective_scan import chunk
 from tests.kernels.kernel_checks import assert_all_close, device_for, fast_backends, leaf, outputs_and_grads
 from tests.kernels.test_selective_scan import ORDER, call, make_inputs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import WKVState, wkv, wkv_with_state
+from dogma_evolve.kernels import WKVState, wkv, wkv_with_state
 from tests.kernels.kernel_checks import (
     assert_all_close,
     device_for,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from genome import KINDS, Genome
-from phenotype import contract
-from phenotype.contract import block_config, counted_flops, genome_doc, state_elements
+from dogma_evolve.genome import KINDS, Genome
+from dogma_evolve.phenotype import contract
+from dogma_evolve.phenotype.contract import block_config, counted_flops, genome_doc, state_elements
 
 KERNEL_OPS = contract.KERNEL_OPS
 

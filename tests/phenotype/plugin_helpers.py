@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from genome import KINDS
-from phenotype import REGISTRY, plugins
+from dogma_evolve.genome import KINDS
+from dogma_evolve.phenotype import REGISTRY, plugins
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

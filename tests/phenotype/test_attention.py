@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from genome import Genome
-from phenotype import model_config
-from phenotype.blocks.attention import AttentionConfig, alibi_slopes
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import model_config
+from dogma_evolve.phenotype.blocks.attention import AttentionConfig, alibi_slopes
 from tests.phenotype.phenotype_helpers import genome_doc
 
 

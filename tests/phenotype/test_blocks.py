@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from genome import KINDS
-from phenotype import REGISTRY
-from phenotype.contract import check_block, check_regulatory
+from dogma_evolve.genome import KINDS
+from dogma_evolve.phenotype import REGISTRY
+from dogma_evolve.phenotype.contract import check_block, check_regulatory
 from tests.phenotype.phenotype_helpers import block_config
 
 # Variants beyond each kind's defaults: (kind, params, structural overrides).

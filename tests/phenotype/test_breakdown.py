@@ -15,16 +15,26 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from evolution.spaces.contract import Discard
-from evolution.spaces.dogma.operators import MUTATIONS
-from evolution.spaces.dogma.seeds import scale_down
-from evolution.spaces.dogma.space import DogmaSpace
-from genome import PRESETS, Genome, preset
-from phenotype import account, decode, model_config
-from phenotype.accounting import state_elements
-from phenotype.breakdown import EDGES, EMBEDDING, HEAD, LOOPS, NORMS, POSITIONS, Breakdown, breakdown, family
-from phenotype.chapter_compare import allocation, applies, per_block_flops
-from phenotype.chapter_table import (
+from dogma_evolve.evolution.spaces.contract import Discard
+from dogma_evolve.evolution.spaces.dogma.operators import MUTATIONS
+from dogma_evolve.evolution.spaces.dogma.seeds import scale_down
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from dogma_evolve.genome import PRESETS, Genome, preset
+from dogma_evolve.phenotype import account, decode, model_config
+from dogma_evolve.phenotype.accounting import state_elements
+from dogma_evolve.phenotype.breakdown import (
+    EDGES,
+    EMBEDDING,
+    HEAD,
+    LOOPS,
+    NORMS,
+    POSITIONS,
+    Breakdown,
+    breakdown,
+    family,
+)
+from dogma_evolve.phenotype.chapter_compare import allocation, applies, per_block_flops
+from dogma_evolve.phenotype.chapter_table import (
     ALL_BLOCKS_TOTAL,
     ALLOCATION,
     ALLOCATION_TOTAL,
@@ -33,8 +43,8 @@ from phenotype.chapter_table import (
     PER_BLOCK_FLOPS,
     PER_BLOCK_TOTAL,
 )
-from phenotype.config import CodingStage, RegulatoryStage
-from phenotype.model import DogmaModel
+from dogma_evolve.phenotype.config import CodingStage, RegulatoryStage
+from dogma_evolve.phenotype.model import DogmaModel
 from tests.phenotype.phenotype_helpers import kernels_unseen
 
 PINNED = {"vocab": 61, "max_len": 64}

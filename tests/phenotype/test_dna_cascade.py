@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from genome import GenomeError
-from phenotype.blocks.dna import DNABlock, DNAConfig
+from dogma_evolve.genome import GenomeError
+from dogma_evolve.phenotype.blocks.dna import DNABlock, DNAConfig
 from tests.phenotype.phenotype_helpers import block_genome, counted_flops, kernels_unseen
 
 KW = {"width": 8, "reactions": 5, "d_state": 4, "species": 3, "lanes": 2, "window": 3}

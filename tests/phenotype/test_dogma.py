@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from phenotype.blocks.dna import DNAConfig, lane_distributions, prefix_products
-from phenotype.blocks.strand import StrandAttentionConfig
+from dogma_evolve.phenotype.blocks.dna import DNAConfig, lane_distributions, prefix_products
+from dogma_evolve.phenotype.blocks.strand import StrandAttentionConfig
 
 CFG = DNAConfig(16, False, width=8, reactions=5, d_state=4, species=3, lanes=2, window=3, depth=1)
 

@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genome import KINDS, Genome, GenomeError, KindSpec, register_kind
-from genome.kinds import BUILT_IN
-from genome.schema import MAX_WIDTH, integer
-from phenotype import REGISTRY, account, decode
-from phenotype.blocks.base import BlockConfig, Mixer, linear_params
+from dogma_evolve.genome import KINDS, Genome, GenomeError, KindSpec, register_kind
+from dogma_evolve.genome.kinds import BUILT_IN
+from dogma_evolve.genome.schema import MAX_WIDTH, integer
+from dogma_evolve.phenotype import REGISTRY, account, decode
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, linear_params
 from tests.phenotype.phenotype_helpers import genome_doc
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from genome import PRESETS, Genome, preset
-from phenotype import account, decode
-from phenotype.accounting import state_elements as analytic_state
+from dogma_evolve.genome import PRESETS, Genome, preset
+from dogma_evolve.phenotype import account, decode
+from dogma_evolve.phenotype.accounting import state_elements as analytic_state
 from tests.phenotype.phenotype_helpers import counted_flops, kernels_unseen, state_elements
 
 STRUCTURAL = {"d_model": 32, "vocab": 61, "max_len": 64, "positions": "rope"}
@@ -189,7 +189,7 @@ def test_small_model_accounting_equals_the_module(name, monkeypatch):
 
 
 def test_allosteric_router_wiring():
-    from phenotype import model_config
+    from dogma_evolve.phenotype import model_config
 
     cfg = model_config(Genome.from_dict(MIXED_A))
     routers = {st.region_id: st.routers for st in cfg.stages if hasattr(st, "routers")}

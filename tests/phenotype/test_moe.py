@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from genome import Genome
-from phenotype import decode
-from phenotype.blocks.moe import MoEConfig, load_balancing_loss
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import decode
+from dogma_evolve.phenotype.blocks.moe import MoEConfig, load_balancing_loss
 from tests.phenotype.phenotype_helpers import genome_doc
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from genome.presets import PRESETS, preset
-from phenotype import account, decode
+from dogma_evolve.genome.presets import PRESETS, preset
+from dogma_evolve.phenotype import account, decode
 
 
 def gpt2_small() -> int:

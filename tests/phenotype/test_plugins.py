@@ -11,11 +11,11 @@ import textwrap
 import pytest
 import torch
 
-from evaluation import EvalRequest, evaluate
-from genome import Genome
-from phenotype import decode, plugins
-from phenotype.contract import check_kind, genome_doc
-from phenotype.standalone.writer import StandaloneError, check_package, write_package
+from dogma_evolve.evaluation import EvalRequest, evaluate
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import decode, plugins
+from dogma_evolve.phenotype.contract import check_kind, genome_doc
+from dogma_evolve.phenotype.standalone.writer import StandaloneError, check_package, write_package
 from tests.phenotype.plugin_helpers import EXAMPLES, loaded_plugin
 
 
@@ -78,7 +78,10 @@ def test_the_standalone_package_carries_the_plugin_block(tmp_path):
     ("source", "reason"),
     [
         ("import yaml\n", r"gated_yaml:\d+: imports yaml, which the package cannot carry"),
-        ("from genome.schema import MAX_WIDTH\n", r"gated_yaml:\d+: imports MAX_WIDTH from genome"),
+        (
+            "from dogma_evolve.genome.schema import MAX_WIDTH\n",
+            r"gated_yaml:\d+: imports MAX_WIDTH from genome",
+        ),
     ],
 )
 def test_an_export_that_cannot_carry_the_plugin_is_refused_naming_it(tmp_path, source, reason):

@@ -3,8 +3,8 @@ formulas (not from our config classes), against `phenotype.account`."""
 
 from __future__ import annotations
 
-from genome import preset
-from phenotype import account, model_config
+from dogma_evolve.genome import preset
+from dogma_evolve.phenotype import account, model_config
 
 
 def _llama_like(vocab, d, layers, heads, kv_heads, head_dim, inter, experts=0, top_k=0):

@@ -7,14 +7,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from phenotype.blocks.linear_attention import (
+from dogma_evolve.phenotype.blocks.linear_attention import (
     LinearAttentionConfig,
     RetentionConfig,
     retention_log_decay,
 )
-from phenotype.blocks.rglru import RGLRUConfig
-from phenotype.blocks.rwkv import RWKVTimeMixConfig, _shift
-from phenotype.blocks.ssm import Mamba2Config
+from dogma_evolve.phenotype.blocks.rglru import RGLRUConfig
+from dogma_evolve.phenotype.blocks.rwkv import RWKVTimeMixConfig, _shift
+from dogma_evolve.phenotype.blocks.ssm import Mamba2Config
 
 T = 100
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from genome import Genome
-from phenotype import account, decode
-from phenotype.model import DogmaModel
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import account, decode
+from dogma_evolve.phenotype.model import DogmaModel
 from tests.phenotype.phenotype_helpers import counted_flops, kernels_unseen
 
 B, T, V, D = 2, 7, 23, 16

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from phenotype.blocks.s4 import S4Config, hippo_legs, s4d_legs_init
+from dogma_evolve.phenotype.blocks.s4 import S4Config, hippo_legs, s4d_legs_init
 
 
 def test_hippo_legs_matches_its_closed_form():

@@ -25,12 +25,20 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from evolution.spaces.dogma.seeds import scale_down
-from genome import PRESETS, Genome
-from phenotype import REGISTRY, decode
-from phenotype.standalone.writer import PACKAGE, StandaloneError, check_package, rewrite, write_package
+from dogma_evolve.evolution.spaces.dogma.seeds import scale_down
+from dogma_evolve.genome import PRESETS, Genome
+from dogma_evolve.phenotype import REGISTRY, decode
+from dogma_evolve.phenotype.standalone.writer import (
+    PACKAGE,
+    StandaloneError,
+    check_package,
+    rewrite,
+    write_package,
+)
 
-BLOCKED = ("genome", "phenotype", "kernels", "evolution", "evaluation", "store", "triton")
+# our namespace, the packages' names before it (an export must import neither: a bare `kernels`
+# would be Hugging Face's today), and triton
+BLOCKED = ("dogma_evolve", "genome", "phenotype", "kernels", "evolution", "evaluation", "store", "triton")
 
 # Runs in a fresh interpreter (-I -S: no site hooks, so the editable install's .pth is not
 # read) that sees the installed third-party packages only, with our packages blocked.
@@ -179,7 +187,10 @@ def assert_package_works(r: dict[str, Any], directory: Path) -> None:
 # -- through the command line --------------------------------------------------------------
 def evolve(*args: str) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "evolution.cli.main", *args], capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "dogma_evolve.evolution.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, f"evolve {' '.join(args)}:\n{proc.stderr[-3000:]}"
     return proc
@@ -410,24 +421,26 @@ def test_only_the_modules_a_genome_needs_are_copied(tmp_path):
 )
 def test_imports_the_package_cannot_carry_are_refused(line):
     with pytest.raises(StandaloneError):
-        rewrite("phenotype.blocks.mlp", f"from __future__ import annotations\n\n{line}\n", set())
+        rewrite("dogma_evolve.phenotype.blocks.mlp", f"from __future__ import annotations\n\n{line}\n", set())
 
 
 def test_imports_of_ours_become_relative():
     text = (
-        "from phenotype.blocks.base import BlockConfig\n"
+        "from dogma_evolve.phenotype.blocks.base import BlockConfig\n"
         "def f():\n"
         "    import kernels\n"
         "    from kernels import selective_scan  # noqa: F401\n"
     )
-    out = rewrite("phenotype.blocks.ssm", text, set())
+    out = rewrite("dogma_evolve.phenotype.blocks.ssm", text, set())
     assert out.splitlines() == [
         "from .base import BlockConfig",
         "def f():",
         "    from .. import kernels",
         "    from ..kernels import selective_scan  # noqa: F401",
     ]
-    registry = rewrite("phenotype.registry", "import phenotype.blocks  # noqa: F401\n", set())
+    registry = rewrite(
+        "dogma_evolve.phenotype.registry", "import dogma_evolve.phenotype.blocks  # noqa: F401\n", set()
+    )
     assert registry == "from . import blocks  # noqa: F401\n"
-    fast = rewrite("kernels.wkv", "def f():\n    from . import triton as t\n", set())
+    fast = rewrite("dogma_evolve.kernels.wkv", "def f():\n    from . import triton as t\n", set())
     assert "raise ImportError" in fast and "import triton" not in fast

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from genome import Genome
-from phenotype import decode, model_config
-from phenotype.blocks.memory import TetraReachConfig
-from phenotype.blocks.tetra_mesh import TetraMeshConfig
-from phenotype.config import CodingStage
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import decode, model_config
+from dogma_evolve.phenotype.blocks.memory import TetraReachConfig
+from dogma_evolve.phenotype.blocks.tetra_mesh import TetraMeshConfig
+from dogma_evolve.phenotype.config import CodingStage
 from tests.genome.test_formats import FIXED_REACH, STORED_YAML
 
 

@@ -11,10 +11,10 @@ import math
 import pytest
 import torch
 
-from genome import GenomeError
-from genome.kinds import tetra as gene
-from phenotype.blocks import tetra_mesh as block
-from phenotype.blocks.tetra_mesh import TetraMeshConfig
+from dogma_evolve.genome import GenomeError
+from dogma_evolve.genome.kinds import tetra as gene
+from dogma_evolve.phenotype.blocks import tetra_mesh as block
+from dogma_evolve.phenotype.blocks.tetra_mesh import TetraMeshConfig
 from tests.phenotype.phenotype_helpers import block_config, block_genome, counted_flops
 
 LENGTHS = (1, 2, 8, 9, 27, 64, 65, 200, 512, 1000, 2048, 4096)

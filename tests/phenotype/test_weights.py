@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, load_model
 
-from genome import Genome
-from phenotype import decode
-from phenotype.weights import save_weights, unique_tensors, weights_bytes
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import decode
+from dogma_evolve.phenotype.weights import save_weights, unique_tensors, weights_bytes
 
 SHARED = {
     "dogma": 1,
@@ -43,7 +43,7 @@ HASH_IN_CHILD = """
 import hashlib, sys, torch
 sys.path.insert(0, {root!r})
 from tests.phenotype.test_weights import shared_model
-from phenotype.weights import weights_bytes
+from dogma_evolve.phenotype.weights import weights_bytes
 print(hashlib.sha256(weights_bytes(shared_model())).hexdigest())
 """
 

@@ -16,8 +16,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from store import GenomeIn, Store
-from store.testing import execute_unchecked, postgres_or_skip, row_counts, scalar, scratch_database
+from dogma_evolve.store import GenomeIn, Store
+from dogma_evolve.store.testing import (
+    execute_unchecked,
+    postgres_or_skip,
+    row_counts,
+    scalar,
+    scratch_database,
+)
 
 
 def make_genome(text: str) -> GenomeIn:

@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from evolution.cli.main import main
+from dogma_evolve.evolution.cli.main import main
 
 POLL_S = 0.5
 

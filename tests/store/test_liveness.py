@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from store import IndividualIn, Store, StoreError, by_slot
-from store.liveness import (
+from dogma_evolve.store import IndividualIn, Store, StoreError, by_slot
+from dogma_evolve.store.liveness import (
     BEAT_EVERY_S,
     INTERRUPTED,
     STALE_AFTER_S,
@@ -25,7 +25,7 @@ from store.liveness import (
     driver_token,
     shown_status,
 )
-from store.migrations.__main__ import main as migrations_main
+from dogma_evolve.store.migrations.__main__ import main as migrations_main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_0_1.db"
 OLD_RUN = "15ea3469eb87"  # the fixture's one run (finished)
@@ -201,8 +201,8 @@ def test_a_driver_killed_on_this_host_is_taken_over_at_once(tmp_path) -> None:  
     import subprocess
     import sys
 
-    from store import Store
-    from store.liveness import RunHeld, driver_token, gone_here
+    from dogma_evolve.store import Store
+    from dogma_evolve.store.liveness import RunHeld, driver_token, gone_here
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # its pid now names no process (reuse within this test is not a concern)

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from store import IndividualIn, Store, StoreError
-from store.testing import postgres_or_skip, scratch_database
+from dogma_evolve.store import IndividualIn, Store, StoreError
+from dogma_evolve.store.testing import postgres_or_skip, scratch_database
 
 
 def _runs(store: Store, ids: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs with these ids (a run's id is the first 12 hex digits of a uuid4)."""
-    import store.store as module
+    import dogma_evolve.store.store as module
 
     for ident in ids:
         monkeypatch.setattr(module.uuid, "uuid4", lambda ident=ident: type("U", (), {"hex": ident})())

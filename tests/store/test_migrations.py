@@ -21,7 +21,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
-from store import (
+from dogma_evolve.store import (
     EvaluationIn,
     GenomeIn,
     IndividualIn,
@@ -34,8 +34,8 @@ from store import (
     by_slot,
     migrations,
 )
-from store.migrations.__main__ import main as migrations_main
-from store.models import LEGACY_SCHEMA_VERSION, Base
+from dogma_evolve.store.migrations.__main__ import main as migrations_main
+from dogma_evolve.store.models import LEGACY_SCHEMA_VERSION, Base
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_0_1.db"
 RUN_ID = "15ea3469eb87"  # the one run in the fixture: task mqar, generations 0 and 1
@@ -154,7 +154,16 @@ def test_release_0_1_store_resumes_through_the_cli(old_store: Path) -> None:
     url = f"sqlite:///{old_store}"
     with sqlite3.connect(old_store) as connection:
         earlier = connection.execute("SELECT id, genome_id FROM individuals ORDER BY id").fetchall()
-    command = [sys.executable, "-m", "evolution.cli.main", "run", "--resume", RUN_ID, "--generations", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "dogma_evolve.evolution.cli.main",
+        "run",
+        "--resume",
+        RUN_ID,
+        "--generations",
+        "2",
+    ]
     command += ["--workers", "1", "--quiet", "--json", "--store", url]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -28,12 +28,12 @@ from typing import Any
 
 import pytest
 
-from evolution.cli.main import main
-from evolution.replay import compared
-from store import IndividualIn, Store, StoreError, by_slot
-from store.migrations import heads
-from store.migrations.__main__ import main as migrations_main
-from store.testing import postgres_or_skip, scratch_database
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.replay import compared
+from dogma_evolve.store import IndividualIn, Store, StoreError, by_slot
+from dogma_evolve.store.migrations import heads
+from dogma_evolve.store.migrations.__main__ import main as migrations_main
+from dogma_evolve.store.testing import postgres_or_skip, scratch_database
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_0_1.db"
 ROOT = Path(__file__).parents[2]
@@ -75,7 +75,7 @@ def test_a_release_0_1_store_is_refused_by_a_reader_and_left_byte_identical(
     before = _digest(old)
     line = _refused(capsys, f"sqlite:///{old}", argv, tmp_path)
     assert "release 0.1" in line and "only reads never upgrades it" in line
-    assert f"python -m store.migrations --url 'sqlite:///{old}' upgrade head" in line
+    assert f"python -m dogma_evolve.store.migrations --url 'sqlite:///{old}' upgrade head" in line
     assert _digest(old) == before
     assert not (tmp_path / "r.html").exists()
 
@@ -192,7 +192,7 @@ RUN += ["--task", "mqar", "--seed", "5", "--quiet", "--json"]
 
 def _evolve(*argv: str, **popen: Any) -> subprocess.Popen[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
-    command = [sys.executable, "-m", "evolution.cli", *argv]
+    command = [sys.executable, "-m", "dogma_evolve.evolution.cli", *argv]
     return subprocess.Popen(command, env=env, text=True, cwd=ROOT, **popen)
 
 
@@ -224,7 +224,7 @@ def stored(url: str) -> dict[str, Any]:
 
 
 def _measured(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The metrics that measure the model, not the machine (`evolution.replay.compared`)."""
+    """The metrics that measure the model, not the machine (`dogma_evolve.evolution.replay.compared`)."""
     return {k: v for k, v in metrics.items() if compared(k)}
 
 

@@ -8,7 +8,7 @@ import traceback
 
 import pytest
 
-from store import EvaluationIn, IndividualIn, LeaseIn, Store, StoreError, by_slot
+from dogma_evolve.store import EvaluationIn, IndividualIn, LeaseIn, Store, StoreError, by_slot
 
 OPENERS = 6
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event, text
 
-from store import IndividualIn, Store, StoreError, by_slot
+from dogma_evolve.store import IndividualIn, Store, StoreError, by_slot
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import EvaluationIn, IndividualIn, Store, StoreError, TransferIn, by_slot
+from dogma_evolve.store import EvaluationIn, IndividualIn, Store, StoreError, TransferIn, by_slot
 
 
 def _generation(helpers, generation: int) -> dict:

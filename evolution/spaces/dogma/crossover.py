@@ -8,9 +8,9 @@ import copy
 import random
 from typing import Any
 
-from evolution.spaces.contract import Discard
-from evolution.spaces.dogma import guards
-from genome.resize import at_width
+from dogma_evolve.evolution.spaces.contract import Discard
+from dogma_evolve.evolution.spaces.dogma import guards
+from dogma_evolve.genome.resize import at_width
 
 Doc = dict[str, Any]
 

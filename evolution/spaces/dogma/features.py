@@ -37,9 +37,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from genome import EDGE_KINDS, PROMOTER, STRUCTURAL, Genome
-from genome.kinds import BUILT_IN
-from phenotype import account
+from dogma_evolve.genome import EDGE_KINDS, PROMOTER, STRUCTURAL, Genome
+from dogma_evolve.genome.kinds import BUILT_IN
+from dogma_evolve.phenotype import account
 
 ROLE_OF_BASE = {"T": "mixers:sequence", "A": "mixers:channel", "G": "mixers:expression"}
 _WINDOWED_KINDS = ("attention", "strand_attention")

@@ -39,9 +39,9 @@ import random
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from evolution.spaces.contract import Discard
-from genome import KINDS, PROMOTER, STRUCTURAL, Genome
-from genome.kinds import is_built_in
+from dogma_evolve.evolution.spaces.contract import Discard
+from dogma_evolve.genome import KINDS, PROMOTER, STRUCTURAL, Genome
+from dogma_evolve.genome.kinds import is_built_in
 
 Doc = dict[str, Any]
 

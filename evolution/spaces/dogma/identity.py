@@ -28,7 +28,7 @@ Stored genomes are not rewritten: a genome read back from the store keeps its st
 
 from __future__ import annotations
 
-from genome import PROMOTER, Genome
+from dogma_evolve.genome import PROMOTER, Genome
 
 DEFAULT_PROMOTER = tuple(sorted((name, spec.default) for name, spec in PROMOTER.items()))
 

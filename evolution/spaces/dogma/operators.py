@@ -29,14 +29,14 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from evolution.spaces.contract import Child, Discard
-from evolution.spaces.dogma import guards
-from evolution.spaces.dogma.crossover import fresh_id, homologous_crossover
-from genome import KINDS, PROMOTER, STRUCTURAL, Genome, GenomeError
-from genome.kinds import drawable
-from genome.resize import at_width
-from genome.schema import ParamSpec
-from genome.validate import SIGNAL_KIND
+from dogma_evolve.evolution.spaces.contract import Child, Discard
+from dogma_evolve.evolution.spaces.dogma import guards
+from dogma_evolve.evolution.spaces.dogma.crossover import fresh_id, homologous_crossover
+from dogma_evolve.genome import KINDS, PROMOTER, STRUCTURAL, Genome, GenomeError
+from dogma_evolve.genome.kinds import drawable
+from dogma_evolve.genome.resize import at_width
+from dogma_evolve.genome.schema import ParamSpec
+from dogma_evolve.genome.validate import SIGNAL_KIND
 
 Doc = dict[str, Any]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from genome.validate import SIGNAL_KIND
+from dogma_evolve.genome.validate import SIGNAL_KIND
 
 Doc = dict[str, Any]
 

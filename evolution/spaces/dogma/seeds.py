@@ -12,11 +12,13 @@ import random
 from collections.abc import Collection
 from typing import Any
 
-from evolution.spaces.dogma.guards import SEED_WIDTHS  # the one list: the structural step moves along it
-from evolution.spaces.dogma.operators import random_base
-from genome import PRESETS, Genome, GenomeError
-from genome.resize import at_width, copies_at_most
-from phenotype import account
+from dogma_evolve.evolution.spaces.dogma.guards import (
+    SEED_WIDTHS,  # the one list: the structural step moves along it
+)
+from dogma_evolve.evolution.spaces.dogma.operators import random_base
+from dogma_evolve.genome import PRESETS, Genome, GenomeError
+from dogma_evolve.genome.resize import at_width, copies_at_most
+from dogma_evolve.phenotype import account
 
 Doc = dict[str, Any]
 

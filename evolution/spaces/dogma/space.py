@@ -13,16 +13,16 @@ import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from evolution.spaces.contract import Child, Discard, Unit
-from evolution.spaces.dogma import guards
-from evolution.spaces.dogma.identity import canonical, relabelling
-from evolution.spaces.dogma.operators import MUTATIONS, vary
-from evolution.spaces.dogma.repair import repair
-from genome import Genome
+from dogma_evolve.evolution.spaces.contract import Child, Discard, Unit
+from dogma_evolve.evolution.spaces.dogma import guards
+from dogma_evolve.evolution.spaces.dogma.identity import canonical, relabelling
+from dogma_evolve.evolution.spaces.dogma.operators import MUTATIONS, vary
+from dogma_evolve.evolution.spaces.dogma.repair import repair
+from dogma_evolve.genome import Genome
 
 if TYPE_CHECKING:
-    from evaluation.protocol import Pool
-    from evolution.config import RunConfig
+    from dogma_evolve.evaluation.protocol import Pool
+    from dogma_evolve.evolution.config import RunConfig
 
 
 class DogmaSpace:
@@ -57,7 +57,7 @@ class DogmaSpace:
     ) -> tuple[str, dict[str, dict[str, Any]]]:
         """Each user task imported, checked and pinned unless ``recorded`` holds it
         (`evaluation.tasks.pin_tasks`)."""
-        from evaluation.tasks import pin_tasks
+        from dogma_evolve.evaluation.tasks import pin_tasks
 
         return pin_tasks(task, recorded)
 
@@ -65,14 +65,14 @@ class DogmaSpace:
     def check_config(cls, config: RunConfig) -> None:
         """Every task must be one `evaluation.get_task` knows (its ValueError otherwise); a
         user's task recorded in `config.task_code` is not imported again."""
-        from evaluation.tasks import task_facts
+        from dogma_evolve.evaluation.tasks import task_facts
 
         for task in config.tasks:
             task_facts(task, config.task_code)
 
     @classmethod
     def from_config(cls, config: RunConfig) -> DogmaSpace:
-        from evaluation.tasks import task_facts
+        from dogma_evolve.evaluation.tasks import task_facts
 
         tasks = [task_facts(t, config.task_code) for t in config.tasks]
         seq_len = max(t.seq_len for t in tasks)
@@ -91,12 +91,12 @@ class DogmaSpace:
         return repair(doc, self.pinned)
 
     def initial(self, size: int, rng: random.Random) -> list[Genome]:
-        from evolution.spaces.dogma.seeds import initial_population
+        from dogma_evolve.evolution.spaces.dogma.seeds import initial_population
 
         return initial_population(size, rng, self.pinned, self.max_params, self.enabled)
 
     def sample(self, rng: random.Random) -> Genome:
-        from evolution.spaces.dogma.seeds import random_genome
+        from dogma_evolve.evolution.spaces.dogma.seeds import random_genome
 
         return random_genome(rng, self.pinned, self.max_params, enabled=self.enabled)
 
@@ -179,7 +179,7 @@ class DogmaSpace:
         return types.get(rid, "coding")
 
     def cost_metrics(self, genome: Genome) -> dict[str, float]:
-        from phenotype import account
+        from dogma_evolve.phenotype import account
 
         acct = account(genome, self.seq_len)
         return {
@@ -197,7 +197,7 @@ class DogmaSpace:
         return None
 
     def features(self, genome: Genome) -> dict[str, float]:
-        from evolution.spaces.dogma.features import dogma_features
+        from dogma_evolve.evolution.spaces.dogma.features import dogma_features
 
         return dogma_features(genome, self.seq_len)
 

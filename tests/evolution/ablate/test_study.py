@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from evaluation import EvalRequest, EvalResult, evaluate
-from evaluation.protocol import OnResult
-from evaluation.table import InProcessPool
-from evaluation.tasks import derive_seed, get_task
-from evolution.ablate import stats as ablate_stats
-from evolution.ablate import study as ablate
-from evolution.ablate.changes import (
+from dogma_evolve.evaluation import EvalRequest, EvalResult, evaluate
+from dogma_evolve.evaluation.protocol import OnResult
+from dogma_evolve.evaluation.table import InProcessPool
+from dogma_evolve.evaluation.tasks import derive_seed, get_task
+from dogma_evolve.evolution.ablate import stats as ablate_stats
+from dogma_evolve.evolution.ablate import study as ablate
+from dogma_evolve.evolution.ablate.changes import (
     MATCH_TOLERANCE,
     attention_options,
     block_params,
@@ -29,12 +29,12 @@ from evolution.ablate.changes import (
     nearest,
     normalise,
 )
-from evolution.cli import ablate as ablate_cli
-from evolution.cli.main import main
-from evolution.config import RunConfig
-from genome import Genome
-from phenotype import account
-from store import EvaluationIn, IndividualIn, Store, by_slot
+from dogma_evolve.evolution.cli import ablate as ablate_cli
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import account
+from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
 
 STRUCTURAL = {"d_model": 64, "vocab": 64, "max_len": 64, "positions": "rope"}
 GENOME = {  # gated attention + swiglu under a promoter, dna + tetra_reach + mlp, a looped mamba
@@ -419,8 +419,8 @@ def test_variants_train_on_the_runs_tasks_budget_and_seeds(tmp_path):
         record = store.individual(ids[0])
         assert record is not None
         plan = ablate.make_plan(store, record, seeds=2)
-        from evolution.evaluating import Evaluator
-        from evolution.spaces.dogma.space import DogmaSpace
+        from dogma_evolve.evolution.evaluating import Evaluator
+        from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
 
         engine = Evaluator(config, DogmaSpace.from_config(config), store, run_id, lambda *_: None)
     steps = {v.name: v.steps for v in plan.variants}

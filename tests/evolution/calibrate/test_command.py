@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from evaluation import EvalRequest, EvalResult
-from evaluation.protocol import OnResult
-from evaluation.table import InProcessPool
-from evolution.calibrate.study import KIND, Plan, loss_of, make_plan, stored_summary, summary
-from evolution.calibrate.table import calibration_lines
-from evolution.cli import calibrate as calibrate_cli
-from evolution.cli.main import main
-from store import Store
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.evaluation.protocol import OnResult
+from dogma_evolve.evaluation.table import InProcessPool
+from dogma_evolve.evolution.calibrate.study import KIND, Plan, loss_of, make_plan, stored_summary, summary
+from dogma_evolve.evolution.calibrate.table import calibration_lines
+from dogma_evolve.evolution.cli import calibrate as calibrate_cli
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.store import Store
 
 TINY = ["--task", "mqar", "--steps", "10", "--rungs", "5,10", "--target", "20"]
 TINY += ["--presets", "2", "--random", "2", "--max-params", "100000"]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from evolution.calibrate.defaults import default_rungs
-from evolution.calibrate.panel import CalibrateError, make_ladder
-from evolution.calibrate.stats import (
+from dogma_evolve.evolution.calibrate.defaults import default_rungs
+from dogma_evolve.evolution.calibrate.panel import CalibrateError, make_ladder
+from dogma_evolve.evolution.calibrate.stats import (
     compare,
     distribution,
     promotion_recall,
@@ -21,7 +21,7 @@ from evolution.calibrate.stats import (
     top_k,
     transfer_rows,
 )
-from evolution.calibrate.table import calibration_lines
+from dogma_evolve.evolution.calibrate.table import calibration_lines
 
 
 def test_a_promotion_keeps_the_ceiling_of_its_share() -> None:

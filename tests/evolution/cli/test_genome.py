@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evolution.cli.main import main
-from genome import Genome, preset
-from phenotype import account, decode
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.genome import Genome, preset
+from dogma_evolve.phenotype import account, decode
 
 SMALL = """\
 dogma: 1

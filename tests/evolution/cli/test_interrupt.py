@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from evolution.cli.interrupt import CtrlC
+from dogma_evolve.evolution.cli.interrupt import CtrlC
 
 
 class _SwallowsCtrlC:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from genome import preset
+from dogma_evolve.genome import preset
 
 HEAVY = ("torch", "ray")
 WATCHED = (*HEAVY, "scipy")
@@ -31,7 +31,7 @@ def loaded_after(code: str) -> dict[str, bool]:
 
 
 def test_building_the_parser_loads_no_torch() -> None:
-    loaded = loaded_after("from evolution.cli.main import build_parser\nbuild_parser()")
+    loaded = loaded_after("from dogma_evolve.evolution.cli.main import build_parser\nbuild_parser()")
     assert not any(loaded[m] for m in HEAVY), loaded
 
 
@@ -42,7 +42,7 @@ def test_genome_validate_loads_no_torch(source: str, tmp_path: Path) -> None:
         path.write_text(preset("gpt2-small").to_yaml())
         source = str(path)
     code = (
-        "from evolution.cli.main import main\n"
+        "from dogma_evolve.evolution.cli.main import main\n"
         f"assert main(['genome', 'validate', {source!r}]) == 0\n"
         f"assert main(['genome', 'validate', '--json', {source!r}]) == 0"
     )
@@ -54,22 +54,21 @@ def test_the_torch_free_names_come_without_torch_or_scipy() -> None:
     code = (
         "import evaluation, evolution\n"
         "from evaluation import EvalRequest, EvalResult, STATUSES\n"
-        "from evaluation.options import PRECISIONS\n"
-        "from evaluation.scaling import LadderError, min_boot\n"
-        "from evolution.config import RunConfig\n"
-        "from evolution.objectives import OBJECTIVES, quality_of\n"
-        "from evolution.strategies import STRATEGIES"
+        "from dogma_evolve.evaluation.options import PRECISIONS\n"
+        "from dogma_evolve.evaluation.scaling import LadderError, min_boot\n"
+        "from dogma_evolve.evolution.config import RunConfig\n"
+        "from dogma_evolve.evolution.objectives import OBJECTIVES, quality_of\n"
+        "from dogma_evolve.evolution.strategies import STRATEGIES"
     )
     loaded = loaded_after(code)
     assert not any(loaded.values()), loaded
 
 
 def test_every_public_name_of_the_lazy_packages_resolves() -> None:
-    import evaluation
-    import evaluation.scaling
-    import evolution
+    from dogma_evolve import evaluation, evolution
+    from dogma_evolve.evaluation import scaling
 
-    for package in (evaluation, evaluation.scaling, evolution):
+    for package in (evaluation, scaling, evolution):
         assert sorted(package.__all__) == sorted(package._EXPORTS), package.__name__
         for name in package.__all__:
             value = getattr(package, name)
@@ -77,17 +76,15 @@ def test_every_public_name_of_the_lazy_packages_resolves() -> None:
         with pytest.raises(AttributeError):
             _ = package.no_such_name
     # a submodule named like a function leaves the package's name to the function
-    import evaluation.evaluate
-    import evaluation.scaling.compare
 
-    assert callable(evaluation.evaluate) and callable(evaluation.scaling.compare)
-    assert sys.modules["evaluation.evaluate"].evaluate is evaluation.evaluate
+    assert callable(evaluation.evaluate) and callable(scaling.compare)
+    assert sys.modules["dogma_evolve.evaluation.evaluate"].evaluate is evaluation.evaluate
 
 
 def test_the_parser_takes_its_choices_from_the_registries() -> None:
-    from evolution.cli.main import build_parser
-    from evolution.objectives import OBJECTIVES
-    from evolution.strategies import STRATEGIES
+    from dogma_evolve.evolution.cli.main import build_parser
+    from dogma_evolve.evolution.objectives import OBJECTIVES
+    from dogma_evolve.evolution.strategies import STRATEGIES
 
     run = build_parser()._subparsers._group_actions[0].choices["run"]
     by_dest = {a.dest: a for a in run._actions}

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import EvalRequest, EvalResult
-from evaluation.protocol import OnResult
-from evolution.cli import calibrate as calibrate_cli
-from evolution.cli import scale as scale_cli
-from evolution.cli.main import main
-from store import Store
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.evaluation.protocol import OnResult
+from dogma_evolve.evolution.cli import calibrate as calibrate_cli
+from dogma_evolve.evolution.cli import scale as scale_cli
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.store import Store
 from tests.evolution.calibrate.test_command import StoppingPool
 from tests.evolution.scale.test_train import LawPool
 from tests.phenotype.plugin_helpers import EXAMPLES, loaded_plugin
@@ -157,9 +157,9 @@ def test_calibrate_draws_the_plugin_kind_trains_it_and_records_it(work, monkeypa
 
 
 def test_scale_of_a_stored_individual_imports_its_runs_plugins_and_records_them(work, monkeypatch):
-    from evaluation.table import TableEvaluator
-    from evolution.config import RunConfig
-    from evolution.engine import Engine
+    from dogma_evolve.evaluation.table import TableEvaluator
+    from dogma_evolve.evolution.config import RunConfig
+    from dogma_evolve.evolution.engine import Engine
 
     db = f"sqlite:///{work / 'r.db'}"
     monkeypatch.setattr(scale_cli, "_pool", lambda args, store, todo: LawPool())

@@ -148,10 +148,10 @@ def kind_module(kind: str, spec_role: str | None = '"sequence"', block: str = "s
     role = f", role={spec_role}" if spec_role else ""
     return f"""
         import dataclasses
-        from genome import KindSpec, register_kind
-        from genome.schema import integer
+        from dogma_evolve.genome import KindSpec, register_kind
+        from dogma_evolve.genome.schema import integer
         from gated_deltanet import GatedDeltaNet, GatedDeltaNetConfig, _derive
-        from phenotype.blocks.base import BlockConfig
+        from dogma_evolve.phenotype.blocks.base import BlockConfig
 
         register_kind(KindSpec("{kind}", ("T",), {{"heads": integer(2, 1, 8), "head_dim": integer(0, 0, 64)}},
                       derive=_derive{role}))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from evolution.cli.main import main
+from dogma_evolve.evolution.cli.main import main
 
 MODULE = "my_parity_task"
 TASK = f"{MODULE}:Parity?length=6"
@@ -179,7 +179,7 @@ def test_a_task_that_cannot_be_used_is_one_line_before_any_run(tmp_path, monkeyp
 
 
 def test_a_run_config_records_the_task_and_reads_back_without_it(tmp_path, monkeypatch):
-    from evolution.config import RunConfig
+    from dogma_evolve.evolution.config import RunConfig
 
     name = "recorded_parity_task"
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(SOURCE))
@@ -196,8 +196,8 @@ def test_a_run_config_records_the_task_and_reads_back_without_it(tmp_path, monke
 
 @pytest.mark.parametrize("command", ["scale", "calibrate"])
 def test_scale_and_calibrate_plan_on_the_pinned_task(tmp_path, monkeypatch, command):
-    from evolution.cli import calibrate, scale
-    from evolution.cli.main import build_parser
+    from dogma_evolve.evolution.cli import calibrate, scale
+    from dogma_evolve.evolution.cli.main import build_parser
 
     name = f"planned_parity_{command}"
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(SOURCE))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from evolution.report.summary import best_individual
+from dogma_evolve.evolution.report.summary import best_individual
 
 
 class _Store:

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from evolution.cli.main import main
-from evolution.report.blame import Origin, blame, regions_of
-from evolution.spaces.contract import Child, Discard
-from evolution.spaces.dogma.operators import vary
-from evolution.spaces.dogma.repair import repair
-from genome import Genome
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.report.blame import Origin, blame, regions_of
+from dogma_evolve.evolution.spaces.contract import Child, Discard
+from dogma_evolve.evolution.spaces.dogma.operators import vary
+from dogma_evolve.evolution.spaces.dogma.repair import repair
+from dogma_evolve.genome import Genome
 
 PINNED = {"vocab": 29, "max_len": 15}
 STRUCTURAL = {"id": "s0", "type": "structural", "settings": {"d_model": 64, "positions": "rope", **PINNED}}
@@ -187,7 +187,7 @@ def test_a_missing_parent_or_a_cycle_ends_the_walk() -> None:
 
 
 def test_cells_blame_each_edge_and_follow_node_crossover() -> None:
-    from evolution.spaces.nb201 import CellGenome, NB201Space
+    from dogma_evolve.evolution.spaces.nb201 import CellGenome, NB201Space
 
     space = NB201Space()
     a_cell = CellGenome(("nor_conv_3x3",) * 6)
@@ -233,7 +233,7 @@ def nb201_store(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_blame_of_a_cell_run_agrees_with_the_stored_lineage(nb201_store: str) -> None:
-    from store import Store
+    from dogma_evolve.store import Store
 
     with Store(nb201_store) as store:
         run = store.list_runs()[0]
@@ -263,7 +263,7 @@ def test_blame_of_a_cell_run_agrees_with_the_stored_lineage(nb201_store: str) ->
 
 
 def test_blame_table_and_bad_ids(nb201_store: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from store import Store
+    from dogma_evolve.store import Store
 
     with Store(nb201_store) as store:
         last = store.individuals(store.list_runs()[0].id)[-1]
@@ -285,7 +285,7 @@ def test_blame_of_a_dogma_run(tmp_path: Any) -> None:
     run_id = json.loads(out)["run_id"]
     code, out = cli("report", "--run", run_id, "--json", "--store", url)
     assert code == 0 and json.loads(out)["run_id"] == run_id
-    from store import Store
+    from dogma_evolve.store import Store
 
     with Store(url) as store:
         records = {r.id: r for r in store.individuals(run_id)}

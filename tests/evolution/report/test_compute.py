@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from evaluation import get_task
-from evaluation.table import InProcessPool
-from evolution.cli.main import main
-from evolution.engine import Engine, RunConfig
-from evolution.report.summary import report_lines, run_report
-from store import Store
+from dogma_evolve.evaluation import get_task
+from dogma_evolve.evaluation.table import InProcessPool
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.engine import Engine, RunConfig
+from dogma_evolve.evolution.report.summary import report_lines, run_report
+from dogma_evolve.store import Store
 
 CONFIG = RunConfig(
     population=4, generations=1, steps=5, min_steps=3, promote=0.5, task="mqar", seed=3, max_params=12_000
@@ -143,7 +143,7 @@ def test_a_table_space_says_it_records_no_compute(tmp_path):
 def test_replay_of_a_row_written_before_compute_was_recorded_still_matches(tmp_path):
     from sqlalchemy import create_engine, text
 
-    from evolution.replay import replay_individual
+    from dogma_evolve.evolution.replay import replay_individual
 
     config = RunConfig(population=2, generations=0, steps=2, task="mqar", seed=1, max_params=12_000)
     with Store(f"sqlite:///{tmp_path / 'replay.db'}") as store:

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from evolution.cli.main import main
-from evolution.report import html as report_html
-from evolution.report.html_data import collect
-from store import Store
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.report import html as report_html
+from dogma_evolve.evolution.report.html_data import collect
+from dogma_evolve.store import Store
 
 GENERATIONS = 4  # offspring generations of the small run: 5 committed with the seeds
 
@@ -391,8 +391,8 @@ def test_the_report_renders_in_chromium(nb201_run, chromium):
 @pytest.mark.slow
 def test_a_multi_task_multi_fidelity_dogma_report_renders_every_section(tmp_path, chromium):
     """Every section with data: per task, state bytes, failures, fidelity transfer."""
-    from evaluation import EvalResult, evaluate
-    from evolution.engine import Engine, RunConfig
+    from dogma_evolve.evaluation import EvalResult, evaluate
+    from dogma_evolve.evolution.engine import Engine, RunConfig
 
     class FailingPool:  # in-process evaluation, every 5th request a crash
         def __init__(self) -> None:

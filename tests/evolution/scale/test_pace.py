@@ -8,10 +8,18 @@ import math
 
 import pytest
 
-from evolution.scale import train as scale
-from evolution.scale.ladder import Design
-from evolution.scale.pace import RATIOS, Pace, SideBySide, choose, makespan, probe, projected_seconds
-from genome import load_genome
+from dogma_evolve.evolution.scale import train as scale
+from dogma_evolve.evolution.scale.ladder import Design
+from dogma_evolve.evolution.scale.pace import (
+    RATIOS,
+    Pace,
+    SideBySide,
+    choose,
+    makespan,
+    probe,
+    projected_seconds,
+)
+from dogma_evolve.genome import load_genome
 
 PINNED = {"vocab": 257, "max_len": 64}  # bytelm's
 
@@ -26,7 +34,7 @@ def slow(factor: float):
     """A pace per rung proportional to its parameters (``factor`` seconds per step per 1M)."""
 
     def pace_of(genome, task):
-        from phenotype import account
+        from dogma_evolve.phenotype import account
 
         return Pace(overhead_s=1.0, step_s=factor * account(genome).non_embedding_params / 1e6)
 

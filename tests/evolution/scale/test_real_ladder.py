@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.table import InProcessPool
-from evolution.config import RunConfig
-from evolution.scale.ladder_report import ladder_summary
-from evolution.scale.search_ladder import run_ladder
-from genome import Genome
-from store import IndividualIn, Store, by_slot
+from dogma_evolve.evaluation.table import InProcessPool
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.scale.ladder_report import ladder_summary
+from dogma_evolve.evolution.scale.search_ladder import run_ladder
+from dogma_evolve.genome import Genome
+from dogma_evolve.store import IndividualIn, Store, by_slot
 
 KINDS = ("attention", "mamba2", "gru", "retention", "linear_attention", "conv", "s4", "mla")  # fast on CPU
 

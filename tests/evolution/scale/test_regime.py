@@ -9,12 +9,12 @@ import io
 
 import pytest
 
-from evaluation.scaling import LadderError
-from evolution.cli.main import main
-from evolution.scale import train as scale
-from evolution.scale.ladder import Design
-from evolution.scale.regime import MAX_EPOCHS, classify, default_targets, default_top, epoch_cap
-from genome import load_genome
+from dogma_evolve.evaluation.scaling import LadderError
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.scale import train as scale
+from dogma_evolve.evolution.scale.ladder import Design
+from dogma_evolve.evolution.scale.regime import MAX_EPOCHS, classify, default_targets, default_top, epoch_cap
+from dogma_evolve.genome import load_genome
 
 PINNED = {"vocab": 257, "max_len": 64}
 

@@ -19,17 +19,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluation import EvalRequest
-from evaluation.scaling import fit_power_law
-from evaluation.table import TableEvaluator
-from evolution.cli.main import main
-from evolution.config import RunConfig
-from evolution.scale.ladder import MIN_DECADES, Design
-from evolution.scale.search_ladder import compact_sizes, elite_of, extrapolate
-from evolution.study import running as study_running
-from genome import Genome
-from phenotype import account
-from store import LadderRankIn, Store, StoreError, TransferIn
+from dogma_evolve.evaluation import EvalRequest
+from dogma_evolve.evaluation.scaling import fit_power_law
+from dogma_evolve.evaluation.table import TableEvaluator
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.scale.ladder import MIN_DECADES, Design
+from dogma_evolve.evolution.scale.search_ladder import compact_sizes, elite_of, extrapolate
+from dogma_evolve.evolution.study import running as study_running
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import account
+from dogma_evolve.store import LadderRankIn, Store, StoreError, TransferIn
 
 PINNED = {"vocab": 257, "max_len": 64}
 
@@ -120,7 +120,7 @@ def test_ladder_rows_replace_an_earlier_attempt_and_stay_out_of_the_fidelity_tra
     config = RunConfig(population=2, generations=0, task="compression", min_steps=0)
     with Store(url) as store:
         run = store.create_run(config.to_dict(), seed=0, task="compression")
-        from store import IndividualIn, by_slot
+        from dogma_evolve.store import IndividualIn, by_slot
 
         g = _genome("attention")
         store.commit_generation(
@@ -141,8 +141,8 @@ def test_ladder_rows_replace_an_earlier_attempt_and_stay_out_of_the_fidelity_tra
             store.put_ladder(run, 0, [LadderRankIn(ind.id + 99, 1e6)])
         with pytest.raises(StoreError):
             store.put_ladder(run, 0, [LadderRankIn(ind.id, 1e6, loss=math.nan)])
-        from evolution.spaces.registry import SPACES
-        from evolution.transfer_audit import run_transfer
+        from dogma_evolve.evolution.spaces.registry import SPACES
+        from dogma_evolve.evolution.transfer_audit import run_transfer
 
         space = SPACES["dogma"].from_config(config)
         assert run_transfer(store, run, config, space) == []  # the ladder's rows are not steps
@@ -241,7 +241,7 @@ def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(
 
 
 def test_a_ladder_that_cannot_fit_is_kept_unranked_with_its_reason() -> None:
-    from evolution.scale.search_ladder import EliteLadder, rank_elite
+    from dogma_evolve.evolution.scale.search_ladder import EliteLadder, rank_elite
 
     class _Plan:
         points: list[Any] = []
@@ -254,7 +254,7 @@ def test_a_ladder_that_cannot_fit_is_kept_unranked_with_its_reason() -> None:
 
 
 def test_the_ladder_regime_comes_from_the_run_budget(tmp_path: Path) -> None:
-    from evolution.scale.ladder_report import regime_of
+    from dogma_evolve.evolution.scale.ladder_report import regime_of
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     with Store(url) as store:
@@ -268,7 +268,7 @@ def test_the_ladder_regime_comes_from_the_run_budget(tmp_path: Path) -> None:
 
 
 def test_the_verdict_says_plainly_whether_the_search_order_held() -> None:
-    from evolution.scale.ladder_report import verdict
+    from dogma_evolve.evolution.scale.ladder_report import verdict
 
     def row(rho: float | None, low: float | None, high: float | None, n: int = 8) -> dict[str, Any]:
         return {"spearman": rho, "spearman_low": low, "spearman_high": high, "n": n}
@@ -287,7 +287,7 @@ def test_the_verdict_says_plainly_whether_the_search_order_held() -> None:
 def test_select_by_ladder_makes_the_ladders_rank_1_the_runs_best(
     tmp_path: Path, table_pool: TableEvaluator
 ) -> None:
-    from evolution.report.summary import best_individual
+    from dogma_evolve.evolution.report.summary import best_individual
 
     db = f"sqlite:///{tmp_path / 'sel.db'}"
     argv = _ladder_run(4, db)

@@ -18,20 +18,20 @@ from typing import Any
 
 import pytest
 
-from evaluation import EvalRequest, EvalResult
-from evaluation.protocol import OnResult
-from evaluation.scaling import LadderError
-from evaluation.table import InProcessPool, TableEvaluator
-from evolution.cli import scale as scale_cli
-from evolution.cli.main import main
-from evolution.config import RunConfig
-from evolution.engine import Engine
-from evolution.scale import pace
-from evolution.scale import train as scale
-from evolution.scale.ladder import Design, Shape, ladder
-from genome import Genome, load_genome
-from phenotype import account
-from store import Store
+from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.evaluation.protocol import OnResult
+from dogma_evolve.evaluation.scaling import LadderError
+from dogma_evolve.evaluation.table import InProcessPool, TableEvaluator
+from dogma_evolve.evolution.cli import scale as scale_cli
+from dogma_evolve.evolution.cli.main import main
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.engine import Engine
+from dogma_evolve.evolution.scale import pace
+from dogma_evolve.evolution.scale import train as scale
+from dogma_evolve.evolution.scale.ladder import Design, Shape, ladder
+from dogma_evolve.genome import Genome, load_genome
+from dogma_evolve.phenotype import account
+from dogma_evolve.store import Store
 
 PINNED = {"vocab": 257, "max_len": 64}  # bytelm's
 SIZES = "8k,25k,80k,400k"
@@ -298,21 +298,21 @@ def test_a_killed_ladder_resumes_without_retraining(tmp_path, pools):
 def test_a_ladder_copies_no_row_of_another_precision(tmp_path, pools, monkeypatch):
     """Rows trained in fp32 (the table's rows record none: fp32) are not lent to a ladder that
     trains in bf16 (here: auto where CUDA is seen), which trains every point itself."""
-    import evolution.scale.train
-    import evolution.training_run
+    import dogma_evolve.evolution.scale.train as scale_train
+    import dogma_evolve.evolution.training_run as training_run
 
     db = tmp_path / "p.db"
     argv = ["scale", "preset:gpt2-small", "--sizes", SIZES, "--tokens", "200k", "--json"]
     code, out, _ = evolve(*argv, "--store", f"sqlite:///{db}")
     assert code == 0 and json.loads(out)["trained"] == 8
-    monkeypatch.setattr(evolution.scale.train, "pool_precision", lambda precision, pool: "bf16")
+    monkeypatch.setattr(scale_train, "pool_precision", lambda precision, pool: "bf16")
     sent: list[EvalRequest] = []
 
     def request(**fields: Any) -> EvalRequest:
         sent.append(EvalRequest(**fields))
         return sent[-1]
 
-    monkeypatch.setattr(evolution.training_run, "EvalRequest", request)  # where recorders build them
+    monkeypatch.setattr(training_run, "EvalRequest", request)  # where recorders build them
     code, out, _ = evolve(*argv, "--seeds", "3", "--store", f"sqlite:///{db}")
     data = json.loads(out)
     assert code == 0 and data["trained"] == 12 and pools.made[-1].requests == 12

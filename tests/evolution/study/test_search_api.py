@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from evolution import create_search, load_search
-from evolution.errors import UsageError
-from evolution.study import COLUMNS, Search
-from evolution.study.running import STOPPED
-from evolution.types import GenerationReport
-from store import Store, StoreError
+from dogma_evolve.evolution import create_search, load_search
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.study import COLUMNS, Search
+from dogma_evolve.evolution.study.running import STOPPED
+from dogma_evolve.evolution.types import GenerationReport
+from dogma_evolve.store import Store, StoreError
 
 NB201 = {"task": "cifar10", "space": "nb201", "population": 4, "seed": 7}
 

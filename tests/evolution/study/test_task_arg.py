@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from evolution import create_search
-from evolution.errors import UsageError
-from evolution.study.task_arg import task_text
+from dogma_evolve.evolution import create_search
+from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.study.task_arg import task_text
 
 _names = itertools.count()
 PARITY = """

@@ -6,14 +6,14 @@ import random
 
 import pytest
 
-from evolution.spaces.contract import Discard
-from evolution.spaces.dogma import guards
-from evolution.spaces.dogma.operators import MUTATIONS, base_deletion, promoter_change, vary
-from evolution.spaces.dogma.repair import repair
-from evolution.spaces.dogma.seeds import SEED_PRESETS, SEED_WIDTHS, scale_down
-from genome import KINDS, PRESETS, PROMOTER, Genome
-from phenotype import account
-from phenotype.registry import REGISTRY
+from dogma_evolve.evolution.spaces.contract import Discard
+from dogma_evolve.evolution.spaces.dogma import guards
+from dogma_evolve.evolution.spaces.dogma.operators import MUTATIONS, base_deletion, promoter_change, vary
+from dogma_evolve.evolution.spaces.dogma.repair import repair
+from dogma_evolve.evolution.spaces.dogma.seeds import SEED_PRESETS, SEED_WIDTHS, scale_down
+from dogma_evolve.genome import KINDS, PRESETS, PROMOTER, Genome
+from dogma_evolve.phenotype import account
+from dogma_evolve.phenotype.registry import REGISTRY
 
 PINNED = {"vocab": 32, "max_len": 24}
 

