@@ -84,7 +84,9 @@ def test_a_run_stored_before_the_namespace_resumes_and_exports_from_a_foreign_fo
         crashes = db.execute("SELECT count(*) FROM evaluations WHERE status = 'crash'").fetchone()
     assert generations == (2,) and crashes == (0,)
     out = tmp_path / "best-model"
-    exported = evolve(tmp_path, "export", "--run", OLD_RUN, "--best", "-o", str(out), "--json", "--store", url)
+    exported = evolve(
+        tmp_path, "export", "--run", OLD_RUN, "--best", "-o", str(out), "--json", "--store", url
+    )
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert (out / "dogma_model" / "__init__.py").is_file() and (out / "model.pt2").is_file()
 
@@ -110,12 +112,14 @@ print(json.dumps({"kernels": kernels.__file__, "shape": list(logits.shape),
 
 @pytest.mark.slow
 @needs_hf_kernels
-def test_a_search_beside_hugging_face_kernels_records_no_crash_and_its_hf_export_loads(tmp_path: Path) -> None:
+def test_a_search_beside_hugging_face_kernels_records_no_crash_and_its_hf_export_loads(
+    tmp_path: Path,
+) -> None:
     hf_kernels = importlib.metadata.distribution("kernels")
     assert hf_kernels.metadata["Name"].lower() == "kernels"
     url = f"sqlite:///{tmp_path / 'evolve.db'}"
-    searched = evolve(tmp_path, "run", "--population", "12", "--generations", "0", "--steps", "5",
-                      "--task", "mqar", "--seed", "1", "--workers", "1", "--quiet", "--json", "--store", url)  # fmt: skip
+    argv = ["--population", "12", "--generations", "0", "--steps", "5", "--task", "mqar", "--seed", "1"]
+    searched = evolve(tmp_path, "run", *argv, "--workers", "1", "--quiet", "--json", "--store", url)
     assert searched.returncode == 0, searched.stderr[-3000:]
     with sqlite3.connect(tmp_path / "evolve.db") as db:
         statuses = db.execute("SELECT status, count(*) FROM evaluations GROUP BY status").fetchall()
