@@ -289,6 +289,7 @@ def _rewrite_import(
 
 def rewrite(module: str, text: str, stub_names: set[str]) -> str:
     """`module`'s source with every import of ours made relative to the package."""
+    module = _internal(module)
     _, is_package = _source(module)
     tree = ast.parse(text)
     _third_party(tree, module)

@@ -411,12 +411,14 @@ def test_only_the_modules_a_genome_needs_are_copied(tmp_path):
 @pytest.mark.parametrize(
     "line",
     [
-        "import evaluation",
-        "from store import Store",
+        "import dogma_evolve.evaluation",
+        "from dogma_evolve.store import Store",
         "import triton",
         "import numpy",
-        "from evolution import x",
-        "from phenotype import decode",
+        "from dogma_evolve.evolution import x",
+        "from dogma_evolve.phenotype import decode",
+        "from dogma_evolve import evaluation",
+        "import evaluation",  # an old name (a plugin's of before the namespace) is still ours
     ],
 )
 def test_imports_the_package_cannot_carry_are_refused(line):
@@ -428,8 +430,8 @@ def test_imports_of_ours_become_relative():
     text = (
         "from dogma_evolve.phenotype.blocks.base import BlockConfig\n"
         "def f():\n"
-        "    import kernels\n"
-        "    from kernels import selective_scan  # noqa: F401\n"
+        "    import dogma_evolve.kernels as kernels\n"
+        "    from dogma_evolve.kernels import selective_scan  # noqa: F401\n"
     )
     out = rewrite("dogma_evolve.phenotype.blocks.ssm", text, set())
     assert out.splitlines() == [

@@ -52,8 +52,8 @@ def test_genome_validate_loads_no_torch(source: str, tmp_path: Path) -> None:
 
 def test_the_torch_free_names_come_without_torch_or_scipy() -> None:
     code = (
-        "import evaluation, evolution\n"
-        "from evaluation import EvalRequest, EvalResult, STATUSES\n"
+        "from dogma_evolve import evaluation, evolution\n"
+        "from dogma_evolve.evaluation import EvalRequest, EvalResult, STATUSES\n"
         "from dogma_evolve.evaluation.options import PRECISIONS\n"
         "from dogma_evolve.evaluation.scaling import LadderError, min_boot\n"
         "from dogma_evolve.evolution.config import RunConfig\n"

@@ -186,7 +186,7 @@ def test_plugins_that_break_the_registration_are_refused_in_one_line(tmp_path):
     plugin_module(
         tmp_path,
         "gene_only",
-        "from genome import KindSpec, register_kind\n"
+        "from dogma_evolve.genome import KindSpec, register_kind\n"
         'register_kind(KindSpec("gene_only", ("T",), role="sequence"))\n',
     )
     plugin_module(tmp_path, "nothing", "X = 1\n")

@@ -104,7 +104,7 @@ def test_a_script_that_searches_when_imported_is_refused_before_anything_is_made
     script = tmp_path / "unguarded.py"
     script.write_text(
         textwrap.dedent(PARITY)
-        + "\nfrom evolution import create_search\n"
+        + "\nfrom dogma_evolve import create_search\n"
         + "create_search('sqlite:///s.db', task=Parity, population=2, steps=5)\n"
     )
     proc = subprocess.run(
@@ -117,7 +117,7 @@ def test_a_script_that_searches_when_imported_is_refused_before_anything_is_made
 
 
 def test_a_class_of_an_interactive_session_is_refused_in_one_line(tmp_path: Path) -> None:
-    code = textwrap.dedent(PARITY) + "\nfrom evolution import create_search\n"
+    code = textwrap.dedent(PARITY) + "\nfrom dogma_evolve import create_search\n"
     code += "create_search('sqlite:///s.db', task=Parity)\n"
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
@@ -132,7 +132,7 @@ def test_a_library_resume_refuses_task_code_that_changed_as_the_command_does(mod
     search = create_search(url, task=__import__(name).Parity, population=2, steps=5)
     source = folder / f"{name}.py"
     source.write_text(source.read_text() + "\n# edited after the search was made\n")
-    resume = f"from evolution import load_search\nload_search({url!r}).optimize()"
+    resume = f"from dogma_evolve import load_search\nload_search({url!r}).optimize()"
     proc = subprocess.run(
         [sys.executable, "-c", resume], cwd=folder, capture_output=True, text=True, timeout=300
     )
