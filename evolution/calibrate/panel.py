@@ -9,7 +9,13 @@ the task's vocabulary and context (``scale_down``), kept when it breaks no hard 
 
 **Random genomes** are ``space.sample(rng)`` under ``random.Random(seed)``, as a search's
 immigrants are, kept when within the hard constraints and not already in the panel, until
-``random`` are found (at most ``TRIES_PER_GENOME`` draws each).
+``random`` are found (at most ``TRIES_PER_GENOME`` draws each). **Stratified** (``stratify``),
+the same draws are grouped by family (``family_of``: the family of the first expressed
+sequence mixer) and taken one family at a time, in turn, each in draw order, so that the
+families the sampler draws rarely are not crowded out.
+
+**Stored runs' best genomes** (``extra``, `evolve calibrate --from-runs`) join after the
+presets, named ``run:<id>``.
 
 **Fidelities**: every member trains at each rung, at the full fidelity ``steps`` (always a
 rung) and at the ``target`` (more than ``steps``), on every task, under the seed a search
@@ -20,6 +26,7 @@ the full-fidelity training of a genome a search met is copied from the store, no
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,12 +124,71 @@ def random_members(space: DogmaSpace, count: int, seed: int, taken: set[str]) ->
     return out
 
 
-def make_panel(space: DogmaSpace, presets: int | None, count: int, seed: int) -> list[Member]:
-    """The presets (the first ``presets``, all when None) then ``count`` random genomes."""
+def stratified_members(space: DogmaSpace, count: int, seed: int, taken: set[str]) -> list[Member]:
+    """``count`` random genomes drawn as ``random_members`` draws them, taken family by family
+    in turn (module docstring)."""
+    if not 0 <= count <= MAX_RANDOM:
+        raise CalibrateError(f"--random {count}: from 0 to {MAX_RANDOM}")
+    drawn = random_members(space, min(MAX_RANDOM, 4 * count), seed, taken) if count else []
+    by_family: dict[str, list[Genome]] = {}
+    for m in drawn:
+        by_family.setdefault(family_of(m.genome), []).append(m.genome)
+    order: list[Genome] = []
+    while len(order) < min(count, len(drawn)):
+        for name in sorted(by_family):
+            if by_family[name] and len(order) < count:
+                order.append(by_family[name].pop(0))
+    return [_member(space, f"random:{k}", genome) for k, genome in enumerate(order)]
+
+
+def make_panel(
+    space: DogmaSpace,
+    presets: int | None,
+    count: int,
+    seed: int,
+    stratify: bool = False,
+    extra: Sequence[Member] = (),
+) -> list[Member]:
+    """The presets (the first ``presets``, all when None), the ``extra`` members not among
+    them, then ``count`` random genomes (``stratify``: family by family)."""
     if presets is not None and presets < 0:
         raise CalibrateError(f"--presets {presets}: at least 0")
     panel = preset_members(space, presets)
-    return panel + random_members(space, count, seed, {m.genome.id for m in panel})
+    for m in extra:
+        if all(m.genome.id != other.genome.id for other in panel):
+            panel.append(m)
+    draw = stratified_members if stratify else random_members
+    return panel + draw(space, count, seed, {m.genome.id for m in panel})
+
+
+def family_of(genome: Genome) -> str:
+    """The family of the first expressed sequence mixer (``guards.family``), ``none`` without one."""
+    from dogma_evolve.evolution.spaces.dogma import guards
+
+    mixers = guards.expressed_mixers(genome)
+    return guards.family(mixers[0].kind) if mixers else "none"
+
+
+def stored_best(space: DogmaSpace, store: Any, run_ids: Sequence[str]) -> list[Member]:
+    """The best individual of each stored search ``run_ids`` (`evolve report`'s rule), as a
+    member ``run:<id>`` of this space's panel; ``CalibrateError`` for a run without one or
+    whose genome breaks the panel's hard constraints."""
+    from dogma_evolve.evolution.errors import UsageError
+    from dogma_evolve.evolution.report.summary import best_individual
+    from dogma_evolve.store import StoreError
+
+    out = []
+    for prefix in run_ids:
+        try:
+            run_id = store.resolve_run(prefix)
+            best = best_individual(store, run_id)
+        except (UsageError, StoreError) as e:
+            raise CalibrateError(f"--from-runs: {e}") from None
+        genome = Genome.from_yaml(best.yaml)
+        if space.violation(genome) is not None:
+            raise CalibrateError(f"--from-runs: the best of run {run_id} breaks this panel's constraints")
+        out.append(_member(space, f"run:{run_id}", genome))
+    return out
 
 
 def _member(space: DogmaSpace, name: str, genome: Genome) -> Member:
@@ -142,6 +208,9 @@ __all__ = [
     "make_ladder",
     "make_panel",
     "member_entry",
+    "family_of",
     "preset_members",
     "random_members",
+    "stored_best",
+    "stratified_members",
 ]

@@ -50,6 +50,15 @@ from dogma_evolve.evolution.calibrate.panel import (
     member_entry,
 )
 from dogma_evolve.evolution.calibrate.stats import rung_rows, transfer_rows
+from dogma_evolve.evolution.calibrate.text import (
+    Grown,
+    TextTarget,
+    family_of,
+    grow_panel,
+    label,
+    text_rows,
+    text_transfer_rows,
+)
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.objectives import quality_of
 from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
@@ -73,6 +82,7 @@ class Point:
     metrics: dict[str, Any] = field(default_factory=dict)
     origin: str = ""  # "stored", "copied" (from another run), "trained"
     evaluation_id: int | None = None
+    size: float = 0.0  # a language-target point: the member grown this many times; 0 the fitness
 
     def key(self) -> tuple[str, str, int, int]:
         return (self.genome_id, self.task, self.steps, self.seed)
@@ -100,6 +110,10 @@ class Plan:
     run_id: str | None = None
     # the user's block kinds the panel may draw (`phenotype.plugins`), records by pinned text
     plugin_code: dict[str, dict[str, Any]] = field(default_factory=dict)
+    text: TextTarget | None = None  # the language target (`evolution.calibrate.text`)
+    grown: dict[tuple[int, float], Grown] = field(default_factory=dict)  # (member, size) -> its point
+    stratify: bool = False  # random genomes drawn family by family
+    from_runs: tuple[str, ...] = ()  # stored runs whose best genomes joined the panel
 
     @property
     def tasks(self) -> list[str]:
@@ -118,13 +132,31 @@ class Plan:
             "seed_policy": "genome",
             "precision": self.precision,
             "timeout_s": self.timeout_s,
-        } | ({"plugins": sorted(self.plugin_code)} if self.plugin_code else {})
+        } | (
+            ({"plugins": sorted(self.plugin_code)} if self.plugin_code else {})
+            | ({"text": self.text.key()} if self.text else {})
+            | ({"stratify": True} if self.stratify else {})
+            | ({"from_runs": list(self.from_runs)} if self.from_runs else {})
+        )
 
     def run_config(self) -> dict[str, Any]:
-        seeds = {i: {p.task: p.seed for p in self.points if p.member == i} for i in range(len(self.members))}
+        seeds = {
+            i: {p.task: p.seed for p in self.points if p.member == i and not p.size}
+            for i in range(len(self.members))
+        }
+        panel = [member_entry(m, seeds[i]) for i, m in enumerate(self.members)]
+        for i, m in enumerate(self.members if self.text else ()):
+            panel[i]["family"] = family_of(m.genome)
+        for (i, _), g in self.grown.items():  # what `evolve report` needs to find the text points
+            panel[i].setdefault("text", {})[label(g.size)] = {
+                "genome_id": g.genome.id,
+                "params": g.params,
+                "steps": g.steps,
+                "seed": g.seed,
+            }
         config = {
             "calibration": self.calibration_key(),
-            "panel": [member_entry(m, seeds[i]) for i, m in enumerate(self.members)],
+            "panel": panel,
             "promote": self.promote,
             "floor": self.floor,
         }
@@ -147,9 +179,16 @@ def make_plan(
     promote: float = 0.25,
     floor: float | None = None,
     plugin_code: dict[str, dict[str, Any]] | None = None,
+    text: TextTarget | None = None,
+    stratify: bool = False,
+    extra: Sequence[Member] = (),
+    from_runs: Sequence[str] = (),
 ) -> Plan:
     """The calibration of the DOGMA space on ``task`` (module docstring of
-    `evolution.calibrate.panel` for the panel); ``CalibrateError`` when it cannot be made."""
+    `evolution.calibrate.panel` for the panel, with ``extra`` members, the best of the stored
+    runs ``from_runs``, after the presets); with ``text``, each member's training on the
+    language target at each size too (`evolution.calibrate.text`); ``CalibrateError`` when it
+    cannot be made."""
     if not 0.0 < promote <= 1.0:
         raise CalibrateError(f"--promote {promote:g}: more than 0 and at most 1")
     ladder = make_ladder(steps, tuple(rungs), target)
@@ -167,10 +206,16 @@ def make_plan(
     except ValueError as e:
         raise CalibrateError(" ".join(str(e).split())) from None
     space = DogmaSpace.from_config(config)
-    members = make_panel(space, presets, random, seed)
+    members = make_panel(space, presets, random, seed, stratify=stratify, extra=extra)
     if len(members) < MIN_PAIRS:
         raise CalibrateError(f"a panel of {len(members)} genomes: at least {MIN_PAIRS} are needed to rank")
-    points = [
+    grown = {(g.member, g.size): g for g in grow_panel(members, text)} if text else {}
+    text_points = [
+        Point(g.member, text.task, g.genome.id, g.steps, g.seed, size=g.size)
+        for g in sorted(grown.values(), key=lambda g: -(g.steps or 0))
+        if text is not None and g.steps is not None
+    ]
+    points = text_points + [
         Point(i, t, m.genome.id, f, derive_seed("eval", m.genome.id, t))
         for f in sorted(ladder.fidelities, reverse=True)
         for i, m in enumerate(members)
@@ -190,6 +235,10 @@ def make_plan(
         floor,
         points,
         plugin_code=config.plugin_code,
+        text=text,
+        grown=grown,
+        stratify=stratify,
+        from_runs=tuple(from_runs),
     )
 
 
@@ -206,21 +255,35 @@ class Recorder(TrainingRecorder):
         return point.key()
 
     def genome_of(self, point: Point) -> Genome:
+        if point.size:
+            return self.plan.grown[(point.member, point.size)].genome
         return self.plan.members[point.member].genome
 
     def change_of(self, p: Point) -> dict[str, Any]:
         member = self.plan.members[p.member]
+        if p.size:
+            grown = self.plan.grown[(p.member, p.size)]
+            return {
+                "op": KIND,
+                "member": member.name,
+                "steps": p.steps,
+                "params": grown.params,
+                "size": p.size,
+            }
         return {"op": KIND, "member": member.name, "steps": p.steps, "params": member.params}
 
     def lookup(self) -> list[Point]:
         """Settle the points the store already holds; return the points still to train."""
         return self.lookup_points(self.plan.points)
 
-    def put_transfer(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Each rung's correlations (``rung_rows``) in the ``transfer`` table, with the run's
-        last generation (nothing when nothing is committed)."""
+    def put_transfer(self, rows: Sequence[dict[str, Any]], text: Sequence[dict[str, Any]] = ()) -> None:
+        """Each rung's correlations (``rung_rows``) and, with a language target, each
+        fidelity's against the text at each size (``text_rows``) in the ``transfer`` table,
+        with the run's last generation (nothing when nothing is committed)."""
         if self.next_generation > 0:
-            transfer = transfer_rows(rows, self.plan.ladder)
+            transfer = transfer_rows(rows, self.plan.ladder) + text_transfer_rows(
+                text, self.plan.ladder.steps
+            )
             self.store.put_ladder(self.run_id, self.next_generation - 1, [], transfer)
 
 
@@ -261,7 +324,7 @@ def _per_fidelity(
 ) -> dict[int, list[float | None]]:
     return {
         f: [
-            of([(p.status, p.metrics) for p in plan.points if p.member == i and p.steps == f])
+            of([(p.status, p.metrics) for p in plan.points if p.member == i and p.steps == f and not p.size])
             for i in range(len(plan.members))
         ]
         for f in plan.ladder.fidelities
@@ -284,7 +347,7 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
     one task only)."""
     qualities, losses = qualities_of(plan), losses_of(plan)
     missing = {
-        f: len({p.member for p in plan.points if p.steps == f and p.status is None})
+        f: len({p.member for p in plan.points if p.steps == f and not p.size and p.status is None})
         for f in plan.ladder.fidelities
     }
     ranked = losses if len(plan.tasks) == 1 else None
@@ -299,7 +362,7 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
         }
         for i, m in enumerate(plan.members)
     ]
-    return _document(plan.run_id, plan.task, plan.ladder, plan.promote, plan.floor, panel, rows) | {
+    out = _document(plan.run_id, plan.task, plan.ladder, plan.promote, plan.floor, panel, rows) | {
         "presets": sum(m.name.startswith("preset:") for m in plan.members),
         "random": plan.random,
         "seed": plan.seed,
@@ -307,6 +370,30 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
         "failed": sum(p.status not in (None, "ok") for p in plan.points),
         "missing": sum(p.status is None for p in plan.points),
     }
+    if plan.text is None:
+        return out
+    by_point = {(p.member, p.size): p for p in plan.points if p.size}
+    text_losses: dict[float, list[float | None]] = {}
+    over: dict[float, int] = {}
+    for size in plan.text.sizes:
+        text_losses[size] = []
+        for i in range(len(plan.members)):
+            point = by_point.get((i, size))
+            over[size] = over.get(size, 0) + (point is None)
+            text_losses[size].append(None if point is None else loss_of([(point.status, point.metrics)]))
+    families = [family_of(m.genome) for m in plan.members]
+    return out | _text_document(
+        plan.text,
+        plan.promote,
+        qualities,
+        ranked,
+        plan.ladder.steps,
+        text_losses,
+        over,
+        families,
+        panel,
+        resamples,
+    )
 
 
 def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dict[str, Any] | None:
@@ -342,7 +429,7 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
     one_task = len([t for t in str(key["task"]).split(",") if t.strip()]) == 1
     rows = rung_rows(qualities, ladder, promote, floor, resamples, absent, losses if one_task else None)
     out = _document(run_id, key["task"], ladder, promote, floor, panel, rows)
-    return out | {
+    out |= {
         "presets": sum(e["name"].startswith("preset:") for e in entries),
         "random": key["random"],
         "seed": key["seed"],
@@ -350,6 +437,52 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
         "status": run.status,
         "missing": missing,
     }
+    if "text" not in key:
+        return out
+    text = TextTarget(
+        key["text"]["task"], tuple(key["text"]["sizes"]), float(key["text"]["tokens_per_param"])
+    )
+    text_losses: dict[float, list[float | None]] = {size: [] for size in text.sizes}
+    over = dict.fromkeys(text.sizes, 0)
+    for entry in entries:
+        for size in text.sizes:
+            grown = entry.get("text", {}).get(label(size))
+            if grown is None or grown["steps"] is None:
+                over[size] += 1
+                text_losses[size].append(None)
+                continue
+            point = (grown["genome_id"], text.task, int(grown["steps"]), int(grown["seed"]))
+            rec = store.find_evaluation(*point, run_id=run_id)
+            out["missing"] += rec is None
+            text_losses[size].append(None if rec is None else loss_of([(rec.status, rec.metrics)]))
+    families = [str(e.get("family", "unknown")) for e in entries]
+    ranked = losses if one_task else None
+    return out | _text_document(
+        text, promote, qualities, ranked, ladder.steps, text_losses, over, families, panel, resamples
+    )
+
+
+def _text_document(
+    text: TextTarget,
+    promote: float,
+    qualities: dict[int, list[float | None]],
+    fitness_losses: dict[int, list[float | None]] | None,
+    full: int,
+    text_losses: dict[float, list[float | None]],
+    over: dict[float, int],
+    families: list[str],
+    panel: list[dict[str, Any]],
+    resamples: int,
+) -> dict[str, Any]:
+    """The language target's part of a summary (``text_rows``); each panel entry gains its
+    family and its held-out text loss per size."""
+    for i, entry in enumerate(panel):
+        entry["family"] = families[i]
+        entry["text"] = {label(size): text_losses[size][i] for size in text.sizes}
+    rows = text_rows(
+        qualities, fitness_losses, full, text.sizes, text_losses, over, families, promote, resamples
+    )
+    return {"text": text.key() | {"rows": rows}}
 
 
 def _document(

@@ -113,9 +113,62 @@ def calibration_lines(data: dict[str, Any]) -> list[str]:
                     f"warning: at {r['steps']:,} steps the panel's ranking by {by} barely predicts "
                     f"{what}'s (ρ {c['spearman']:+.2f} < {WEAK})"
                 )
+    if data.get("text"):
+        lines += text_lines(data)
     if data.get("missing"):
         lines.append(f"{data['missing']} trainings not stored yet: the statistics cover the rest")
     return lines
 
 
-__all__ = ["calibration_lines"]
+def text_lines(data: dict[str, Any]) -> list[str]:
+    """The language target's tables (`evolution.calibrate.text`): per size, how each fidelity
+    ranks the panel against the held-out text loss, then per family at the full fidelity."""
+    text = data["text"]
+    lines = [
+        f"against {text['task']} at {text['tokens_per_param']:g} tokens per non-embedding parameter "
+        f"(held-out loss, lower is better), at {', '.join(r['label'] for r in text['rows'])} the "
+        "search's size (ρ, τ with 95% bootstrap intervals; recall: share of the k best language models "
+        "a promotion keeps, chance in brackets):"
+    ]
+    lines.append(
+        f"{'size':>5} {'steps':>7} {'ranked by':<13} {'n':>3} {'ρ vs text':<22} {'τ vs text':<22} "
+        f"{'recall':<11}".rstrip()
+    )
+    for row in text["rows"]:
+        for entry in row["by_fidelity"]:
+            for by, key in (("quality", "quality"), ("held-out loss", "loss")):
+                c = entry[key]
+                if c is None:
+                    continue
+                lines.append(
+                    f"{row['label']:>5} {entry['steps']:>7,} {by:<13} {c['n']:>3} {_corr(c, 'spearman'):<22} "
+                    f"{_corr(c, 'kendall'):<22} {_recall(c):<11}".rstrip()
+                )
+        loss = row["loss"]
+        lines.append(
+            f"{row['label']:>5} text loss over {loss['n']} members: min {_num(loss['min'], False)}, median "
+            f"{_num(loss['median'], False)}, max {_num(loss['max'], False)}; {row['over']} over the text"
+        )
+    lines.append(
+        f"per family (first sequence mixer), at {data['steps']:,} steps: members, mean quality, mean text "
+        "loss per size, ρ within the family (3+ members)"
+    )
+    for k, fam in enumerate(text["rows"][0]["families"] if text["rows"] else []):
+        per_size = "  ".join(
+            f"{row['label']} {_num(f['loss'], False)} ρ {_num(f['spearman'])}"
+            for row in text["rows"]
+            for f in [row["families"][k]]
+        )
+        lines.append(f"  {fam['family']:<18} {fam['n']:>3}  {_num(fam['fitness'], False)}  {per_size}")
+    for row in text["rows"]:
+        full = next((e for e in row["by_fidelity"] if e["steps"] == data["steps"]), None)
+        c = None if full is None else full["quality"]
+        if c is not None and c["weak"]:
+            lines.append(
+                f"warning: the fitness ({data['steps']:,} steps) barely ranks the panel as the text "
+                f"does at {row['label']} (ρ {_num(c['spearman'])} < {WEAK})"
+            )
+    return lines
+
+
+__all__ = ["calibration_lines", "text_lines"]

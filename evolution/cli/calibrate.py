@@ -27,6 +27,7 @@ from dogma_evolve.evolution.cli.tasks import add_plugin_option, load_plugin_opti
 from dogma_evolve.evolution.cli.training import add_training_options, check_training_options
 from dogma_evolve.evolution.config import QUALITY_FLOOR, RunConfig
 from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.scale.defaults import DEFAULT_TOKENS_PER_PARAM
 
 
 def add_calibrate_command(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -86,6 +87,34 @@ def add_calibrate_command(sub: Any, common: argparse.ArgumentParser) -> None:
         help=f"quality floor (default {QUALITY_FLOOR}; -1: none)",
     )
     cal.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto, fp32 or bf16 (auto)")
+    cal.add_argument(
+        "--stratify",
+        action="store_true",
+        help="draw the random genomes family by family (first sequence mixer)",
+    )
+    cal.add_argument(
+        "--from-runs",
+        metavar="RUN,...",
+        help="add the best genome of each of these stored searches to the panel",
+    )
+    cal.add_argument(
+        "--against",
+        metavar="TASK",
+        help="also rank the panel against this task's held-out loss after compute-optimal training "
+        "(e.g. bytelm_en, English text) at each of --sizes",
+    )
+    cal.add_argument(
+        "--sizes",
+        metavar="X,X,...",
+        default="1,4",
+        help="with --against: growth factors of each member's non-embedding parameters (1,4)",
+    )
+    cal.add_argument(
+        "--tokens-per-param",
+        type=float,
+        default=DEFAULT_TOKENS_PER_PARAM,
+        help=f"with --against: training tokens per non-embedding parameter ({DEFAULT_TOKENS_PER_PARAM:g})",
+    )
     add_plugin_option(cal)
     add_training_options(cal, DEFAULT_TIMEOUT_S)
     cal.set_defaults(func=cmd_calibrate)
@@ -103,16 +132,42 @@ def _rungs(args: argparse.Namespace) -> tuple[int, ...]:
     return rungs
 
 
+def _sizes(text: str) -> tuple[float, ...]:
+    try:
+        sizes = tuple(float(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise UsageError(f"--sizes {text!r}: a comma list of growth factors") from None
+    return sizes
+
+
+def _run_ids(text: str | None) -> tuple[str, ...]:
+    return tuple(r.strip() for r in (text or "").split(",") if r.strip())
+
+
 def plan_of(args: argparse.Namespace) -> Any:
-    """The calibration the arguments ask for; every refusal is a one-line ``UsageError``,
-    before anything is written."""
+    """The calibration the arguments ask for (``--from-runs`` read from the store, read-only);
+    every refusal is a one-line ``UsageError``, before anything is written."""
+    from dogma_evolve.evolution.calibrate.panel import stored_best
     from dogma_evolve.evolution.calibrate.study import CalibrateError, make_plan  # torch
+    from dogma_evolve.evolution.calibrate.text import make_target
+    from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
 
     check_training_options(args)
     args.task = pin_task_option(args.task)  # a user's task: imported and pinned, named on stderr
     plugin_code = load_plugin_option(args.plugins, contract=True)  # the panel may draw their kinds
     target = args.target if args.target is not None else TARGET_FACTOR * args.steps
     try:
+        text = (
+            None
+            if args.against is None
+            else make_target(args.against, _sizes(args.sizes), args.tokens_per_param)
+        )
+        runs = _run_ids(args.from_runs)
+        extra = []
+        if runs:
+            config = RunConfig(task=args.task, steps=args.steps, max_params=args.max_params)
+            with output.open_reader(args.store) as store:
+                extra = stored_best(DogmaSpace.from_config(config), store, runs)
         return make_plan(
             args.task,
             args.steps,
@@ -127,9 +182,13 @@ def plan_of(args: argparse.Namespace) -> Any:
             args.promote,
             None if args.floor == -1 else args.floor,
             plugin_code,
+            text=text,
+            stratify=args.stratify,
+            extra=extra,
+            from_runs=runs,
         )
-    except CalibrateError as e:
-        raise UsageError(str(e)) from None
+    except (CalibrateError, ValueError) as e:
+        raise UsageError(" ".join(str(e).split())) from None
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -145,12 +204,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if not args.quiet:
             have = len(plan.points) - len(todo)
             rungs = ", ".join(map(str, plan.ladder.rungs))
+            against = "" if plan.text is None else f", against {plan.text.task} at {args.sizes}"
             err.print(
                 f"calibrate {len(plan.members)} genomes on {plan.task} at {rungs} "
-                f"and {plan.ladder.target} steps; run {recorder.run_id}"
+                f"and {plan.ladder.target} steps{against}; run {recorder.run_id}"
                 f"{' (resumed)' if recorder.resumed else ''}: {have} of {len(plan.points)} trainings "
                 f"stored, {len(todo)} to train"
             )
+            err.print(cost_line(plan, todo, args.workers))
         failed = True
         try:
             if todo:
@@ -163,7 +224,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         finally:
             recorder.finish(failed)
         data = summary(plan)
-        recorder.put_transfer(data["rows"])
+        recorder.put_transfer(data["rows"], data.get("text", {}).get("rows", ()))
     data["trained"] = len(todo)
     data["wall_seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
@@ -176,12 +237,35 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cost_line(plan: Any, todo: Any, workers: int | None) -> str:
+    """What the trainings still to do cost, before any starts: tokens and training FLOPs
+    (6·N·D, N the parameters the FLOP count sees per token), the part of the language target."""
+    from dogma_evolve.evaluation.tasks import get_task
+    from dogma_evolve.phenotype import account
+
+    tokens = flops = text_flops = 0.0
+    for p in todo:
+        genome = plan.grown[(p.member, p.size)].genome if p.size else plan.members[p.member].genome
+        task = get_task(p.task)
+        d = p.steps * task.train_batch_size * task.seq_len
+        f = 3 * account(genome).flops_per_token * d  # forward 2N, backward 4N: 3x the forward's
+        tokens, flops = tokens + d, flops + f
+        text_flops += f if p.size else 0.0
+    share = f", {100 * text_flops / flops:.0f}% of it the language target" if flops and plan.text else ""
+    return (
+        f"cost of the {len(todo)} trainings to do: {tokens:,.0f} tokens, {flops:.3g} training FLOPs{share}, "
+        f"on {workers or 'all'} worker(s)"
+    )
+
+
 def point_printer(err: Any, plan: Any, started: float) -> Any:
     """One progress line per trained point on ``err``, with the seconds since ``started``."""
     from dogma_evolve.evolution.objectives import quality_of
 
     def on_point(p: Any, done: int, total: int) -> None:
         what = f"quality {quality_of(p.metrics):.4f}" if p.status == "ok" else f"{p.status}"
+        if p.size and p.status == "ok":
+            what = f"text loss {p.metrics.get('loss', float('nan')):.4f} at {p.size:g}x"
         seconds = p.metrics.get("train_seconds")
         took = f", {seconds:.1f} s" if isinstance(seconds, int | float) else ""
         task = f" on {p.task}" if len(plan.tasks) > 1 else ""

@@ -200,7 +200,16 @@ def _report(store: Any, args: argparse.Namespace) -> int:
 
     calibration = stored_summary(store, run_id)
     if calibration is not None:  # a calibration run: its table, not a search's
-        if args.json:
+        if args.html:
+            from dogma_evolve.evolution.report.html_calibration import write_calibration_report  # plotly
+
+            size = write_calibration_report(calibration, args.html)
+            info = {"run_id": run_id, "html": args.html, "bytes": size}
+            if args.json:
+                emit_json(info)
+            else:
+                out().print(f"HTML report of calibration {run_id}: {args.html} ({size:,} bytes)")
+        elif args.json:
             emit_json(calibration)
         else:
             for line in calibration_lines(calibration):

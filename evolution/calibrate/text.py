@@ -1,0 +1,250 @@
+"""A calibration's language target: how the fitness ranks the panel against English text.
+
+With ``--against TASK`` (``bytelm_en``: the King James Bible and Wikipedia articles, bytes)
+every panel member is also trained on that text **compute-optimally**, ``tokens_per_param``
+(20, Hoffmann et al. 2022) tokens per non-embedding parameter, at each of ``sizes``: 1 is the
+member as the search trains it (at the text's vocabulary and context: the rule pins them as a
+search pins its tasks'), 4 and 16 the member grown by the ladder's resize rule (the
+`evolve scale` rule, ``Design.shapes("both")``: width on the ladder's grid, depth in
+proportion) to the shape whose non-embedding parameters N are nearest ``size`` times its own
+(in log N). A size's point trains ``round(tokens_per_param · N / tokens_per_step)`` steps on
+the text's own batch and context; one whose tokens would pass over the training text more
+than ``MAX_EPOCHS`` times is not trained (its held-out loss would measure memorisation) and
+counts as over the text.
+
+**The target** of a member at a size is its held-out loss there (nats per byte, lower is
+better). Each fitness the calibration measures (the quality at every rung and at the long
+target; below the full fidelity on one task, the rung's held-out loss too) is ranked against
+``−loss``: Spearman's ρ and Kendall's τ-b with 95% bootstrap intervals, top-k recall (the share
+of the k best language models a promotion of the best ``promote`` fraction keeps, chance k/n)
+over the members measured at both, and per **family** (the family of a member's first
+expressed sequence mixer, ``guards.family``: softmax attention, SSM, RNN, ...) the mean loss,
+the mean fitness and, with at least ``MIN_PAIRS`` members, ρ within it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dogma_evolve.evaluation.tasks import derive_seed, get_task
+from dogma_evolve.evaluation.transfer import MIN_PAIRS, RESAMPLES, rank_transfer
+from dogma_evolve.evolution.calibrate.panel import CalibrateError, Member, family_of
+from dogma_evolve.evolution.calibrate.stats import compare, distribution, scores
+from dogma_evolve.evolution.scale.ladder import Design
+from dogma_evolve.evolution.scale.regime import MAX_EPOCHS, text_tokens_of
+from dogma_evolve.genome import Genome
+from dogma_evolve.phenotype import account
+from dogma_evolve.store import TransferIn
+
+MAX_SIZE = 1024.0  # the largest growth factor asked for
+Values = Sequence[float | None]
+
+
+@dataclass(frozen=True)
+class TextTarget:
+    """What the language target trains: ``task`` at ``sizes`` (growth factors, ascending, 1
+    among them or not) with ``tokens_per_param`` tokens per non-embedding parameter."""
+
+    task: str
+    sizes: tuple[float, ...]
+    tokens_per_param: float
+
+    def key(self) -> dict[str, Any]:
+        return {"task": self.task, "sizes": list(self.sizes), "tokens_per_param": self.tokens_per_param}
+
+
+@dataclass(frozen=True)
+class Grown:
+    """One member at one size: its genome there, non-embedding parameters ``params``, the
+    ``steps`` its compute-optimal training takes (None: over the text) and its seed."""
+
+    member: int
+    size: float
+    genome: Genome
+    params: int
+    steps: int | None
+    seed: int
+
+
+def label(size: float) -> str:
+    """A size's name: ``1x``, ``4x``, ``2.5x``."""
+    return f"{size:g}x"
+
+
+def make_target(task: str, sizes: Sequence[float], tokens_per_param: float) -> TextTarget:
+    """The target, checked (``CalibrateError``, one line)."""
+    if not sizes:
+        raise CalibrateError("--sizes: no size given")
+    bad = [s for s in sizes if not 0 < s <= MAX_SIZE]
+    if bad:
+        raise CalibrateError(f"--sizes: {bad[0]:g} is no growth factor above 0 and at most {MAX_SIZE:g}")
+    if not 0 < tokens_per_param <= 10_000:
+        raise CalibrateError(f"--tokens-per-param {tokens_per_param:g}: above 0 and at most 10,000")
+    try:
+        get_task(task)
+    except (KeyError, ValueError) as e:
+        raise CalibrateError(f"--against {task}: {' '.join(str(e).split())}") from None
+    return TextTarget(task, tuple(sorted(set(sizes))), float(tokens_per_param))
+
+
+def non_embedding(genome: Genome) -> int:
+    """The N of a compute-optimal budget: parameters outside the token embedding and head."""
+    accounting = account(genome)
+    return max(1, accounting.params - accounting.embedding_params)
+
+
+def grow(genome: Genome, size: float, pinned: dict[str, Any], source: str) -> Genome:
+    """``genome`` at ``size`` times its non-embedding parameters by the ladder's rule (module
+    docstring), pinned to ``pinned`` (vocabulary, context); at size 1 its own shape, re-pinned;
+    ``CalibrateError`` when no shape is valid."""
+    design = Design.of(genome, pinned, source)
+    if size == 1.0:
+        same = design.genome(design.base)
+        if same is None:
+            raise CalibrateError(f"{source}: not valid at the text's vocabulary and context")
+        return same
+    want = size * non_embedding(genome)
+    best: tuple[float, Genome] | None = None
+    for shape in design.shapes("both"):
+        grown = design.genome(shape)
+        if grown is None:
+            continue
+        n = non_embedding(grown)
+        distance = abs(math.log(n / want))
+        if best is None or distance < best[0]:
+            best = (distance, grown)
+        if n > 4 * want:  # the shapes grow: nothing nearer beyond
+            break
+    if best is None:
+        raise CalibrateError(f"{source}: no valid shape at {label(size)} its size")
+    return best[1]
+
+
+def grow_panel(members: Sequence[Member], target: TextTarget) -> list[Grown]:
+    """Every member at every size (pinned to the text task's vocabulary and context), in size
+    order then panel order, with its steps (None over the text: ``MAX_EPOCHS`` passes) and its
+    seed (``derive_seed("eval", id, task)``, a search's)."""
+    task = get_task(target.task)
+    pinned = {"vocab": task.vocab_size, "max_len": task.seq_len}
+    per_step = task.train_batch_size * task.seq_len
+    text = text_tokens_of(task)
+    out = []
+    for size in target.sizes:
+        for i, m in enumerate(members):
+            genome = grow(m.genome, size, pinned, m.name)
+            n = non_embedding(genome)
+            steps = max(1, round(target.tokens_per_param * n / per_step))
+            if text and steps * per_step > MAX_EPOCHS * text:
+                out.append(Grown(i, size, genome, n, None, 0))
+                continue
+            out.append(Grown(i, size, genome, n, steps, derive_seed("eval", genome.id, target.task)))
+    return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
+def family_rows(
+    families: Sequence[str], fitness: Values, losses: Values, resamples: int = RESAMPLES
+) -> list[dict[str, Any]]:
+    """Per family (sorted): members, mean held-out loss, mean fitness and ρ within the family
+    (with ``MIN_PAIRS`` or more members measured at both)."""
+    rows = []
+    for name in sorted(set(families)):
+        idx = [i for i, f in enumerate(families) if f == name]
+        pairs = [(a, b) for a, b in ((fitness[i], losses[i]) for i in idx) if a is not None and b is not None]
+        within = None
+        if len(pairs) >= MIN_PAIRS:
+            within = rank_transfer(
+                [a for a, _ in pairs], [-b for _, b in pairs], resamples=resamples
+            ).spearman
+        rows.append(
+            {
+                "family": name,
+                "n": len(idx),
+                "loss": _mean([losses[i] for i in idx]),
+                "fitness": _mean([fitness[i] for i in idx]),
+                "spearman": within,
+            }
+        )
+    return rows
+
+
+def text_rows(
+    qualities: dict[int, list[float | None]],
+    fitness_losses: dict[int, list[float | None]] | None,
+    full: int,
+    sizes: Sequence[float],
+    losses: dict[float, list[float | None]],
+    over: dict[float, int],
+    families: Sequence[str],
+    promote: float,
+    resamples: int = RESAMPLES,
+) -> list[dict[str, Any]]:
+    """One row per size: the held-out loss's distribution there, ``over`` (members over the
+    text), and per fidelity of the calibration (rungs and target, ascending) the ranking of
+    its quality against ``−loss`` (``compare``) and, below the full fidelity with
+    ``fitness_losses``, of its held-out loss; ``families`` at the full fidelity."""
+    rows = []
+    for size in sizes:
+        target = scores(losses[size])
+        by = []
+        for steps in sorted(qualities):
+            entry: dict[str, Any] = {
+                "steps": steps,
+                "quality": compare(qualities[steps], target, promote, resamples),
+                "loss": None,
+            }
+            if fitness_losses is not None and steps < full:
+                entry["loss"] = compare(scores(fitness_losses[steps]), target, promote, resamples)
+            by.append(entry)
+        rows.append(
+            {
+                "size": size,
+                "label": label(size),
+                "loss": distribution([v for v in losses[size] if v is not None], None),
+                "over": over.get(size, 0),
+                "by_fidelity": by,
+                "families": family_rows(families, qualities[full], losses[size], resamples),
+            }
+        )
+    return rows
+
+
+def text_transfer_rows(rows: Sequence[dict[str, Any]], full: int) -> list[TransferIn]:
+    """``text_rows`` as ``transfer`` rows: ``rung@S`` (quality) and ``loss@S`` (held-out loss)
+    against ``text@4x``, and at the full fidelity per family ``text@4x/ssm`` (ρ alone)."""
+    names = ("n", "spearman", "spearman_low", "spearman_high", "kendall", "kendall_low", "kendall_high")
+    out = []
+    for row in rows:
+        higher = f"text@{row['label']}"
+        for entry in row["by_fidelity"]:
+            for lower, by in (("rung", "quality"), ("loss", "loss")):
+                c = entry["quality" if by == "quality" else "loss"]
+                if c is not None:
+                    fields = {k: c[k] for k in names}
+                    out.append(TransferIn(f"{lower}@{entry['steps']}", higher, **fields, ranked_by=by))
+        for fam in row["families"]:
+            out.append(TransferIn(f"rung@{full}", f"{higher}/{fam['family']}", fam["n"], fam["spearman"]))
+    return out
+
+
+__all__ = [
+    "Grown",
+    "TextTarget",
+    "family_of",
+    "family_rows",
+    "grow",
+    "grow_panel",
+    "label",
+    "make_target",
+    "non_embedding",
+    "text_rows",
+    "text_transfer_rows",
+]
