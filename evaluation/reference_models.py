@@ -2,7 +2,7 @@
 
 They are not candidates. A task is well posed at a budget when ``TinyAttentionLM`` learns
 it clearly above chance while ``MLPOnlyLM`` (no sequence mixing) cannot; the tests and
-``python -m evaluation.reference_models`` check exactly that.
+``python -m dogma_evolve.evaluation.reference_models`` check exactly that.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ The checks (``count`` is how many offending things were found, or fixed):
 
 * **schema head**: the store's Alembic revision is the newest migration of this program
   (``store/migrations/versions``). A store at an older revision is upgraded by
-  ``python -m store.migrations --url URL upgrade head`` or by a command that writes to it (the
+  ``python -m dogma_evolve.store.migrations --url URL upgrade head`` or by a command that writes to it (the
   commands that only read refuse it); one at an unknown revision was written by a newer program.
 * **lineage**: every ``lineage`` edge links two individuals that exist, of the same run, the
   child of a later generation than its parent; no individual is its own ancestor.

@@ -18,12 +18,12 @@ Where they start
 How to add a migration
     1. Change the tables in ``store/models.py``.
     2. Bring a scratch store to the current head, then let Alembic compare it with the
-       models (``python -m store.migrations`` is Alembic's own command line with this
+       models (``python -m dogma_evolve.store.migrations`` is Alembic's own command line with this
        package's configuration and a store URL; ``alembic revision --autogenerate`` is the
        plain-Alembic equivalent of the second command)::
 
-           python -m store.migrations --url sqlite:////tmp/scratch.db upgrade head
-           python -m store.migrations --url sqlite:////tmp/scratch.db \\
+           python -m dogma_evolve.store.migrations --url sqlite:////tmp/scratch.db upgrade head
+           python -m dogma_evolve.store.migrations --url sqlite:////tmp/scratch.db \\
                revision --autogenerate --rev-id 0009 -m "what changes and why"
 
        Without ``--autogenerate`` (and without ``--url``) ``revision`` writes an empty

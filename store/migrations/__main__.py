@@ -1,4 +1,4 @@
-"""``python -m store.migrations [--url URL] COMMAND ...``: Alembic's command line for the store.
+"""``python -m dogma_evolve.store.migrations [--url URL] COMMAND ...``: Alembic's command line for the store.
 
 The commands and options are Alembic's own (``revision``, ``upgrade``, ``downgrade``,
 ``current``, ``history``, ``heads``, ``check``, ...), with the configuration of
