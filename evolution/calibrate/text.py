@@ -14,7 +14,7 @@ counts as over the text.
 
 **The target** of a member at a size is its held-out loss there (nats per byte, lower is
 better). Each fitness the calibration measures (the quality at every rung and at the long
-target; below the full fidelity on one task, the rung's held-out loss too) is ranked against
+target; on one task, its held-out loss there too) is ranked against
 ``−loss``: Spearman's ρ and Kendall's τ-b with 95% bootstrap intervals, top-k recall (the share
 of the k best language models a promotion of the best ``promote`` fraction keeps, chance k/n)
 over the members measured at both, and per **family** (the family of a member's first
@@ -189,8 +189,8 @@ def text_rows(
 ) -> list[dict[str, Any]]:
     """One row per size: the held-out loss's distribution there, ``over`` (members over the
     text), and per fidelity of the calibration (rungs and target, ascending) the ranking of
-    its quality against ``−loss`` (``compare``) and, below the full fidelity with
-    ``fitness_losses``, of its held-out loss; ``families`` at the full fidelity."""
+    its quality against ``−loss`` (``compare``) and, with ``fitness_losses`` (one task), of its
+    held-out loss; ``families`` at the full fidelity."""
     rows = []
     for size in sizes:
         target = scores(losses[size])
@@ -201,7 +201,7 @@ def text_rows(
                 "quality": compare(qualities[steps], target, promote, resamples),
                 "loss": None,
             }
-            if fitness_losses is not None and steps < full:
+            if fitness_losses is not None:
                 entry["loss"] = compare(scores(fitness_losses[steps]), target, promote, resamples)
             by.append(entry)
         rows.append(
