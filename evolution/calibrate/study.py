@@ -382,6 +382,9 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
             over[size] = over.get(size, 0) + (point is None)
             text_losses[size].append(None if point is None else loss_of([(point.status, point.metrics)]))
     families = [family_of(m.genome) for m in plan.members]
+    params: dict[float, list[int | None]] = {
+        size: [plan.grown[(i, size)].params for i in range(len(plan.members))] for size in plan.text.sizes
+    }
     return out | _text_document(
         plan.text,
         plan.promote,
@@ -393,6 +396,7 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
         families,
         panel,
         resamples,
+        params,
     )
 
 
@@ -443,10 +447,12 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
         key["text"]["task"], tuple(key["text"]["sizes"]), float(key["text"]["tokens_per_param"])
     )
     text_losses: dict[float, list[float | None]] = {size: [] for size in text.sizes}
+    params: dict[float, list[int | None]] = {size: [] for size in text.sizes}
     over = dict.fromkeys(text.sizes, 0)
     for entry in entries:
         for size in text.sizes:
             grown = entry.get("text", {}).get(label(size))
+            params[size].append(None if grown is None else int(grown["params"]))
             if grown is None or grown["steps"] is None:
                 over[size] += 1
                 text_losses[size].append(None)
@@ -458,7 +464,7 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
     families = [str(e.get("family", "unknown")) for e in entries]
     ranked = losses if one_task else None
     return out | _text_document(
-        text, promote, qualities, ranked, ladder.steps, text_losses, over, families, panel, resamples
+        text, promote, qualities, ranked, ladder.steps, text_losses, over, families, panel, resamples, params
     )
 
 
@@ -473,6 +479,7 @@ def _text_document(
     families: list[str],
     panel: list[dict[str, Any]],
     resamples: int,
+    params: dict[float, list[int | None]],
 ) -> dict[str, Any]:
     """The language target's part of a summary (``text_rows``); each panel entry gains its
     family and its held-out text loss per size."""
@@ -480,7 +487,7 @@ def _text_document(
         entry["family"] = families[i]
         entry["text"] = {label(size): text_losses[size][i] for size in text.sizes}
     rows = text_rows(
-        qualities, fitness_losses, full, text.sizes, text_losses, over, families, promote, resamples
+        qualities, fitness_losses, full, text.sizes, text_losses, over, families, promote, resamples, params
     )
     return {"text": text.key() | {"rows": rows}}
 

@@ -144,10 +144,29 @@ def text_lines(data: dict[str, Any]) -> list[str]:
                     f"{row['label']:>5} {entry['steps']:>7,} {by:<13} {c['n']:>3} {_corr(c, 'spearman'):<22} "
                     f"{_corr(c, 'kendall'):<22} {_recall(c):<11}".rstrip()
                 )
+        alone = row.get("size_alone")
+        if alone is not None:
+            lines.append(
+                f"{row['label']:>5} {'':>7} {'parameters':<13} {alone['n']:>3} "
+                f"{_corr(alone, 'spearman'):<22} {_corr(alone, 'kendall'):<22} {_recall(alone):<11}".rstrip()
+            )
+        for entry in row["by_fidelity"]:
+            for by, key in (("quality", "quality_given_size"), ("held-out loss", "loss_given_size")):
+                c = entry.get(key)
+                if c is not None:
+                    lines.append(
+                        f"{row['label']:>5} {entry['steps']:>7,} {by + ', N out':<13} {c['n']:>3} "
+                        f"{_corr(c, 'spearman'):<22} {_corr(c, 'kendall'):<22} {_recall(c):<11}".rstrip()
+                    )
         loss = row["loss"]
         lines.append(
             f"{row['label']:>5} text loss over {loss['n']} members: min {_num(loss['min'], False)}, median "
             f"{_num(loss['median'], False)}, max {_num(loss['max'], False)}; {row['over']} over the text"
+        )
+    if any(r.get("size_alone") for r in text["rows"]):
+        lines.append(
+            "parameters: how the members' non-embedding N alone ranks them (more parameters get more "
+            "tokens); 'N out': against the loss with size taken out (residual of loss = a + b·ln N)"
         )
     lines.append(
         f"per family (first sequence mixer), at {data['steps']:,} steps: members, mean quality, mean text "

@@ -176,6 +176,23 @@ def family_rows(
     return rows
 
 
+def size_residuals(losses: Values, params: Sequence[int | None]) -> list[float | None]:
+    """The loss with size taken out: ``loss − (a + b·ln N)``, the least-squares line over the
+    members with both (a compute-optimal loss falls with N whatever the design; what is left
+    is the design's). None where either is missing, or all of them with fewer than 3."""
+    pairs = [(i, math.log(n), v) for i, (v, n) in enumerate(zip(losses, params, strict=True)) if v and n]
+    if len(pairs) < MIN_PAIRS:
+        return [None] * len(losses)
+    xs, ys = [x for _, x, _ in pairs], [y for _, _, y in pairs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    out: list[float | None] = [None] * len(losses)
+    for i, x, y in pairs:
+        out[i] = y - (my + slope * (x - mx))
+    return out
+
+
 def text_rows(
     qualities: dict[int, list[float | None]],
     fitness_losses: dict[int, list[float | None]] | None,
@@ -186,30 +203,47 @@ def text_rows(
     families: Sequence[str],
     promote: float,
     resamples: int = RESAMPLES,
+    params: dict[float, list[int | None]] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per size: the held-out loss's distribution there, ``over`` (members over the
     text), and per fidelity of the calibration (rungs and target, ascending) the ranking of
     its quality against ``−loss`` (``compare``) and, with ``fitness_losses`` (one task), of its
-    held-out loss; ``families`` at the full fidelity."""
+    held-out loss; ``families`` at the full fidelity. With ``params`` (each member's
+    non-embedding N there): ``size_alone``, how N itself ranks the panel (the baseline a
+    fitness must beat: more parameters get more tokens), and per fidelity ``*_given_size``,
+    the same rankings against the loss with size taken out (``size_residuals``)."""
     rows = []
     for size in sizes:
         target = scores(losses[size])
+        ns = (params or {}).get(size)
+        residual = scores(size_residuals(losses[size], ns)) if ns else None
         by = []
         for steps in sorted(qualities):
             entry: dict[str, Any] = {
                 "steps": steps,
                 "quality": compare(qualities[steps], target, promote, resamples),
                 "loss": None,
+                "quality_given_size": None,
+                "loss_given_size": None,
             }
             if fitness_losses is not None:
                 entry["loss"] = compare(scores(fitness_losses[steps]), target, promote, resamples)
+            if residual is not None:
+                entry["quality_given_size"] = compare(qualities[steps], residual, promote, resamples)
+                if fitness_losses is not None:
+                    fitted = scores(fitness_losses[steps])
+                    entry["loss_given_size"] = compare(fitted, residual, promote, resamples)
             by.append(entry)
+        alone = None
+        if ns:
+            alone = compare([None if n is None else float(n) for n in ns], target, promote, resamples)
         rows.append(
             {
                 "size": size,
                 "label": label(size),
                 "loss": distribution([v for v in losses[size] if v is not None], None),
                 "over": over.get(size, 0),
+                "size_alone": alone,
                 "by_fidelity": by,
                 "families": family_rows(families, qualities[full], losses[size], resamples),
             }

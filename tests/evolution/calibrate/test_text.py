@@ -10,16 +10,25 @@ of a stored run joining the panel, and the statistics on hand-settled values."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from dogma_evolve.evolution.calibrate.panel import family_of, make_panel
 from dogma_evolve.evolution.calibrate.study import make_plan, stored_summary, summary
 from dogma_evolve.evolution.calibrate.table import calibration_lines
-from dogma_evolve.evolution.calibrate.text import grow, grow_panel, make_target, non_embedding, text_rows
+from dogma_evolve.evolution.calibrate.text import (
+    grow,
+    grow_panel,
+    make_target,
+    non_embedding,
+    size_residuals,
+    text_rows,
+)
 from dogma_evolve.evolution.cli import calibrate as calibrate_cli
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
@@ -197,6 +206,27 @@ def test_text_rows_rank_each_fidelity_against_the_loss() -> None:
     assert any(
         line.startswith("warning: the fitness") and "at 4x" in line for line in calibration_lines(data)
     )
+
+
+def test_size_taken_out_leaves_what_the_design_adds() -> None:
+    """Losses that fall with N plus a design effect: N alone ranks them well, the fitness that
+    sees only the design ranks the residual perfectly and the raw loss less well."""
+    rng = random.Random(1)
+    params = [rng.randrange(10_000, 300_000) for _ in range(20)]
+    design = [rng.gauss(0.0, 0.05) for _ in range(20)]
+    losses = [3.0 - 0.2 * math.log(n) + d for n, d in zip(params, design, strict=True)]
+    residual = size_residuals(losses, params)
+    assert stats.spearmanr(residual, design).statistic > 0.9  # up to what the fit takes from the design
+    assert size_residuals(losses[:2] + [None] * 18, params) == [None] * 20  # too few to fit
+    quality = [-d for d in design]  # a fitness that knows the design and not the size
+    (row,) = text_rows(
+        {10: quality}, None, 10, (1.0,), {1.0: losses}, {}, ["x"] * 20, 0.25, 200, {1.0: params}
+    )
+    entry = row["by_fidelity"][0]
+    assert entry["quality_given_size"]["spearman"] > 0.9
+    assert row["size_alone"]["spearman"] > entry["quality"]["spearman"]
+    lines = calibration_lines(summary_stub([row]) | {"text": {**summary_stub([row])["text"], "sizes": [1.0]}})
+    assert any("parameters" in line.split() for line in lines) and any("N out" in line for line in lines)
 
 
 def summary_stub(rows):  # type: ignore[no-untyped-def]
