@@ -27,6 +27,8 @@ import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
+import dogma_evolve
+
 NAMESPACE = "dogma_evolve"
 OLD_NAMES = ("genome", "phenotype", "kernels", "evolution", "evaluation", "store")
 
@@ -54,7 +56,8 @@ class LegacyNames(importlib.abc.MetaPathFinder):
         if top not in OLD_NAMES:
             return None
         if fullname == top:
-            if importlib.machinery.PathFinder.find_spec(top) is not None:
+            elsewhere = [e for e in sys.path if not dogma_evolve._is_source_root(e)]
+            if importlib.machinery.PathFinder.find_spec(top, elsewhere) is not None:
                 return None  # another distribution's (or the user's own) module of that name
         else:
             parent = sys.modules.get(fullname.rpartition(".")[0])
