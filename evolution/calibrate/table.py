@@ -131,7 +131,7 @@ def text_lines(data: dict[str, Any]) -> list[str]:
         "a promotion keeps, chance in brackets):"
     ]
     lines.append(
-        f"{'size':>5} {'steps':>7} {'ranked by':<13} {'n':>3} {'ρ vs text':<22} {'τ vs text':<22} "
+        f"{'size':>5} {'steps':>7} {'ranked by':<16} {'n':>3} {'ρ vs text':<22} {'τ vs text':<22} "
         f"{'recall':<11}".rstrip()
     )
     for row in text["rows"]:
@@ -141,21 +141,21 @@ def text_lines(data: dict[str, Any]) -> list[str]:
                 if c is None:
                     continue
                 lines.append(
-                    f"{row['label']:>5} {entry['steps']:>7,} {by:<13} {c['n']:>3} {_corr(c, 'spearman'):<22} "
+                    f"{row['label']:>5} {entry['steps']:>7,} {by:<16} {c['n']:>3} {_corr(c, 'spearman'):<22} "
                     f"{_corr(c, 'kendall'):<22} {_recall(c):<11}".rstrip()
                 )
         alone = row.get("size_alone")
         if alone is not None:
             lines.append(
-                f"{row['label']:>5} {'':>7} {'parameters':<13} {alone['n']:>3} "
+                f"{row['label']:>5} {'':>7} {'parameters':<16} {alone['n']:>3} "
                 f"{_corr(alone, 'spearman'):<22} {_corr(alone, 'kendall'):<22} {_recall(alone):<11}".rstrip()
             )
         for entry in row["by_fidelity"]:
-            for by, key in (("quality", "quality_given_size"), ("held-out loss", "loss_given_size")):
+            for by, key in (("quality", "quality_given_size"), ("loss", "loss_given_size")):
                 c = entry.get(key)
                 if c is not None:
                     lines.append(
-                        f"{row['label']:>5} {entry['steps']:>7,} {by + ', N out':<13} {c['n']:>3} "
+                        f"{row['label']:>5} {entry['steps']:>7,} {by + ', N out':<16} {c['n']:>3} "
                         f"{_corr(c, 'spearman'):<22} {_corr(c, 'kendall'):<22} {_recall(c):<11}".rstrip()
                     )
         loss = row["loss"]
