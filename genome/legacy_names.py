@@ -56,7 +56,7 @@ class LegacyNames(importlib.abc.MetaPathFinder):
         if top not in OLD_NAMES:
             return None
         if fullname == top:
-            elsewhere = [e for e in sys.path if not dogma_evolve._is_source_root(e)]
+            elsewhere = dogma_evolve.path_without_source_root()
             if importlib.machinery.PathFinder.find_spec(top, elsewhere) is not None:
                 return None  # another distribution's (or the user's own) module of that name
         else:

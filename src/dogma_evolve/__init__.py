@@ -47,13 +47,18 @@ class NotOurFolders(MetaPathFinder):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
         if name not in PACKAGES:
             return None
-        elsewhere = [entry for entry in sys.path if not _is_source_root(entry)]
+        elsewhere = path_without_source_root()
         if len(elsewhere) == len(sys.path):
             return None  # the checkout is not on the path: nothing to hide
         spec = PathFinder.find_spec(name, elsewhere)
         if spec is None:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return spec
+
+
+def path_without_source_root() -> list[str]:
+    """`sys.path` without the checkout's root (where the six folders answer to bare names)."""
+    return [entry for entry in sys.path if not _is_source_root(entry)]
 
 
 def _is_source_root(entry: str) -> bool:
