@@ -33,6 +33,7 @@ from .errors import EvaluationTimeout, IncompatibleModel, NonFiniteLoss
 from .precision import autocast
 from .tasks import IGNORE_INDEX, Task
 from .tasks.suite import Suite, normalised_accuracy, score_components
+from .tasks.text import EnglishText
 
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_LR = 3e-3
@@ -396,9 +397,12 @@ def train_and_score(
 def quality_metrics(task: Task, scored: ScoreStats) -> dict[str, Any]:
     """The fitness of a scored model: ``quality`` is the normalised accuracy
     ``(accuracy - chance) / (1 - chance)`` (chance -> 0, perfect -> 1); for a suite, the mean
-    of its members' normalised accuracies, with ``per_task`` and ``per_task_accuracy``."""
+    of its members' normalised accuracies, with ``per_task`` and ``per_task_accuracy``; for
+    ``text`` (the default), ``1 - loss / U`` (`evaluation.tasks.text`)."""
     if isinstance(task, Suite):
         return score_components(scored.per_task, task)
+    if isinstance(task, EnglishText):
+        return {"quality": task.quality_of_loss(scored.loss)}
     return {"quality": normalised_accuracy(scored.accuracy, task.chance_accuracy)}
 
 

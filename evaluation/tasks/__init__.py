@@ -21,6 +21,7 @@ from .memorization import Memorization
 from .mqar import MQAR
 from .recall import FuzzyRecall, InContextRecall, NoisyRecall
 from .suite import Suite
+from .text import EnglishText
 
 TASKS: dict[str, type[Task]] = {
     cls.name: cls
@@ -33,6 +34,7 @@ TASKS: dict[str, type[Task]] = {
         Memorization,
         Compression,
         ByteLM,
+        EnglishText,
         Suite,
     )
 }
@@ -113,6 +115,7 @@ __all__ = [
     "MQAR",
     "VARIANTS",
     "ByteLM",
+    "EnglishText",
     "Compression",
     "TASKS",
     "FuzzyRecall",
