@@ -183,15 +183,16 @@ def default_targets(smallest: int) -> list[float]:
     return [low * DEFAULT_RATIO ** (k / (DEFAULT_RUNGS - 1)) for k in range(DEFAULT_RUNGS)]
 
 
-def check_sizes(sizes: Sequence[float]) -> None:
-    """Refuse (one line) fewer than ``MIN_SIZES`` parameter targets or a span under ``MIN_DECADES``."""
+def check_sizes(sizes: Sequence[float], min_decades: float = MIN_DECADES) -> None:
+    """Refuse (one line) fewer than ``MIN_SIZES`` parameter targets or a span under ``min_decades``
+    (``MIN_DECADES``, what a fit needs)."""
     if len(set(sizes)) < MIN_SIZES:
         raise LadderError(f"{len(set(sizes))} sizes: a power law with a floor needs at least {MIN_SIZES}")
     if any(not (math.isfinite(s) and s >= 1) for s in sizes):
         raise LadderError("every size must be a parameter count of at least 1")
     span = math.log10(max(sizes) / min(sizes))
-    if span < MIN_DECADES - 1e-9:
-        raise LadderError(f"the sizes span {span:.2f} decades: a fit needs at least {MIN_DECADES:g}")
+    if span < min_decades - 1e-9:
+        raise LadderError(f"the sizes span {span:.2f} decades: a fit needs at least {min_decades:g}")
 
 
 def ladder(
@@ -201,6 +202,7 @@ def ladder(
     params_of: Callable[[Genome], tuple[int, int]] | None = None,
     strict: bool = True,
     top: Callable[[int], float] | None = None,
+    min_decades: float = MIN_DECADES,
 ) -> list[Rung]:
     """The rungs of ``design`` along ``axis`` nearest ``sizes`` (non-embedding parameter
     targets; default ``default_targets``, or up to ``top(smallest)`` when given); module
@@ -222,7 +224,7 @@ def ladder(
         return up_to(smallest, top(smallest))
 
     if sizes is not None:
-        check_sizes(sizes)
+        check_sizes(sizes, min_decades)
     strict = strict and sizes is not None
     highest = max(sizes) if sizes else None
     found: list[Rung] = []
@@ -264,18 +266,18 @@ def ladder(
             )
         chosen.append(best)
     try:
-        check_sizes([c.params for c in chosen])
+        check_sizes([c.params for c in chosen], min_decades)
     except LadderError:
         if strict:
             lo, hi = chosen[0].params, chosen[-1].params
             raise LadderError(
                 f"{design.source}: the models along the {axis} axis nearest the sizes span "
                 f"{math.log10(hi / lo):.2f} decades ({lo:,} to {hi:,} parameters): a fit needs "
-                f"{MIN_DECADES:g}; widen the --sizes"
+                f"{min_decades:g}; widen the --sizes"
             ) from None
         lo, hi = chosen[0].params, chosen[-1].params
         raise LadderError(
             f"the {axis} axis of {design.source} gives {len(chosen)} sizes from {lo:,} to {hi:,} parameters "
-            f"({math.log10(hi / lo):.2f} decades): a fit needs {MIN_SIZES} sizes over {MIN_DECADES:g} decades"
+            f"({math.log10(hi / lo):.2f} decades): a fit needs {MIN_SIZES} sizes over {min_decades:g} decades"
         ) from None
     return chosen

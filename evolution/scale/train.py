@@ -54,7 +54,7 @@ from dogma_evolve.evaluation.scaling import LadderError, PowerLawFit, compare, f
 from dogma_evolve.evaluation.tasks import derive_seed, get_task
 from dogma_evolve.evolution.pools import ray_pool
 from dogma_evolve.evolution.scale.defaults import DEFAULT_TIMEOUT_S, MAX_SEEDS
-from dogma_evolve.evolution.scale.ladder import Design, Rung, ladder
+from dogma_evolve.evolution.scale.ladder import MIN_DECADES, Design, Rung, ladder
 from dogma_evolve.evolution.scale.regime import (
     MAX_EPOCHS,
     Regime,
@@ -210,11 +210,13 @@ def make_plan(
     seeds: int,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     strict: bool = True,
+    min_decades: float | None = None,
 ) -> Plan:
     """The ladder's points (module docstring); ``LadderError`` (one line) when it cannot
     determine a fit: fewer than 2 seeds, a ladder ``scale_ladder.ladder`` refuses (``strict``:
     as there), or a point over the epoch cap (`evolution.scale.regime`). Without ``sizes`` the
-    largest default size is what the task's text allows (``regime.default_top``)."""
+    largest default size is what the task's text allows (``regime.default_top``).
+    ``min_decades``: as `ladder` takes it (a comparison at matched sizes, no fit)."""
     if seeds < 2:
         raise LadderError(f"{seeds} seed(s): an interval needs at least 2 seeds at every size (--seeds)")
     if seeds > MAX_SEEDS:
@@ -228,7 +230,12 @@ def make_plan(
     ratio = max(ratios) if ratios else None
     try:
         rungs = ladder(
-            design, axis, sizes, strict=strict, top=lambda smallest: default_top(smallest, data, ratio)
+            design,
+            axis,
+            sizes,
+            strict=strict,
+            top=lambda smallest: default_top(smallest, data, ratio),
+            min_decades=MIN_DECADES if min_decades is None else min_decades,
         )
     except LadderError as e:
         if sizes is None and data and ratio:
