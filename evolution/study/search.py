@@ -148,11 +148,16 @@ class Search:
         record = self.store.individual(key)
         if record is None or record.run_id != self.run_id:
             raise UsageError(f"no individual {key} in run {self.run_id}")
-        if record.evaluation is not None:  # its example batch (and a replay) runs the task's code
-            try:
+        plugins = (self.run.config or {}).get("plugins")
+        try:
+            if plugins:  # its block kinds, imported with the code they were pinned to (as `evolve export`)
+                from dogma_evolve.phenotype.plugins import import_pinned
+
+                import_pinned(plugins)
+            if record.evaluation is not None:  # its example batch (and a replay) runs the task's code
                 import_recorded([record.evaluation.task], f"exporting individual {record.id}")
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+        except ValueError as e:  # PluginError, TaskCodeError: one line
+            raise UsageError(str(e)) from None
         return export_individual(self.store, record, str(path), fmt=format)
 
     # -- the store -------------------------------------------------------------------------

@@ -221,3 +221,25 @@ def test_a_run_refuses_a_plugin_it_cannot_use_before_making_a_store(tmp_path):
         [line] = proc.stderr.strip().splitlines()
         assert reason in line, (args, line)
     assert not (tmp_path / "evolve.db").exists()
+
+
+@pytest.mark.slow
+def test_the_python_api_exports_a_plugin_run_as_evolve_export_does(searched, tmp_path):
+    """`Search.export` imports the run's pinned block kinds first (as `evolve export` does)."""
+    work, result = searched
+    genome_id = plugin_genomes(work)[0][0]
+    out = tmp_path / "api"
+    script = textwrap.dedent(
+        f"""
+        from dogma_evolve.evolution.study import load_search
+        with load_search("sqlite:///{work / "evolve.db"}", "{result["run_id"]}") as search:
+            ind = next(i for i in search.individuals() if i.genome_id == "{genome_id}")
+            search.export("{out}", ind)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (out / "dogma_model" / "plugins" / "gated_deltanet.py").is_file()
