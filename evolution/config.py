@@ -28,7 +28,7 @@ from dogma_evolve.evolution.strategies import PARENTS, STRATEGIES, STRATEGY_HELP
 # learned anything: the MLP-only calibration model scores under it (evaluation/tasks/suite.py)
 QUALITY_FLOOR = 0.05
 MAX_TIMEOUT_S = 30 * 86_400.0  # as evolve scale and ablate allow
-DEFAULT_GENERATIONS = 3  # with the default suite budget: about 10 minutes on 2 cores
+DEFAULT_GENERATIONS = 3  # with the default text budget: about 10 minutes on 2 cores
 DEFAULT_POPULATION = 64  # without an evaluation budget
 MIN_BUDGET_POPULATION = 4  # the smallest population `budget_population` gives
 # The defaults resolved in `RunConfig.__post_init__` from other fields. They are None (typed as
@@ -44,6 +44,8 @@ SINGLE_OBJECTIVE_SURROGATE = 10  # children bred per one trained, under quality 
 EXPLORE = 0.6
 EXPLORE_POOL = 200
 AUTO_PARENTS: int = typing.cast(int, None)  # `default_parents(multi_fidelity)`
+AUTO_CONFIRM: int = typing.cast(int, None)  # `default_confirm(space)`
+CONFIRM_SEEDS = 3  # a trained space's best: the mean of this many training seeds
 # The bounds of every size a run is given, (least, most); most None: no upper bound. The
 # maxima lie far beyond any run this program can carry out, and refuse a mistyped value
 # before it exhausts the machine (`RunConfig._check_bounds`; fields absent are skipped).
@@ -59,6 +61,7 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "steps": (1, 10_000_000),
     "min_steps": (0, 10_000_000),
     "repeats": (1, 100),
+    "confirm": (1, 100),
     "surrogate": (1, 1_000),
     "explore_pool": (0, 100_000),
     "workers": (1, 1_024),
@@ -123,9 +126,10 @@ class RunConfig:
     )
     steps: int = field(default=300, metadata=cli("training steps per evaluation (300)"))  # full fidelity
     task: str = field(  # several: fitness from the per-task results (evolution.evaluating)
-        default="suite",
+        default="text",
         metadata=cli(
-            "task, or a comma list of tasks (suite); your own: MODULE:CLASS[?key=value&...], "
+            "task, or a comma list of tasks (text: held-out English-text loss; suite: the synthetic "
+            "capability probes); your own: MODULE:CLASS[?key=value&...], "
             "MODULE:CLASS@SETTINGS.yaml or an installed entry point's name"
         ),
     )
@@ -184,12 +188,12 @@ class RunConfig:
         default=None, metadata=cli("budget of real evaluations", flag="--evaluations")
     )
     min_steps: int | None = field(
-        default=60,
+        default=50,
         metadata=cli(
-            "multi-fidelity: train every child this many steps first, when below --steps (60; 0: off)"
+            "multi-fidelity: train every child this many steps first, when below --steps (50; 0: off)"
         ),
     )
-    promote: float = field(default=0.25, metadata=cli("multi-fidelity: fraction promoted (0.25)"))
+    promote: float = field(default=0.2, metadata=cli("multi-fidelity: fraction promoted (0.2)"))
     promote_by: str = field(  # `evolution.evaluating.Evaluator.promoted`
         default="loss",
         metadata=cli(
@@ -219,6 +223,14 @@ class RunConfig:
     )
     repeats: int = field(
         default=1, metadata=cli("train each surviving child under this many seeds, select on the mean (1)")
+    )
+    confirm: int = field(  # `Evaluator.confirm`: the best is a mean, never one lucky draw
+        default=AUTO_CONFIRM,  # resolved in __post_init__ (`default_confirm`)
+        metadata=cli(
+            "the population's best is re-trained until it holds as the mean of this many seeds; "
+            f"the run's best is the best so confirmed (default {CONFIRM_SEEDS} on a space that trains, "
+            "1 on a table space; 1: off)"
+        ),
     )
     explore: float = field(
         default=EXPLORE,
@@ -363,6 +375,10 @@ class RunConfig:
             raise ValueError(f"space must be one of {tuple(SPACES)}, not {self.space!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {tuple(STRATEGIES)}, not {self.strategy!r}")
+        if self.confirm is AUTO_CONFIRM:
+            object.__setattr__(self, "confirm", default_confirm(self.space))
+        if self.confirm < 1:
+            raise ValueError("confirm must be at least 1")
         if self.parents is AUTO_PARENTS:
             object.__setattr__(self, "parents", default_parents(self.multi_fidelity))
         if self.surrogate is AUTO_SURROGATE:
@@ -500,6 +516,8 @@ class RunConfig:
         `STORED_OBJECTIVES`."""
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known.setdefault("objectives", STORED_OBJECTIVES)
+        known.setdefault("task", "suite")  # the default fitness before text
+        known.setdefault("confirm", 1)  # a best was one draw before confirmation
         known.setdefault("quality_floor", None)
         known.setdefault("precision", "fp32")
         # the defaults before local search with a surrogate: a stored run resumes as it began
@@ -510,6 +528,13 @@ class RunConfig:
         known.setdefault("promote_by", "quality")  # the first stage promoted by quality before
         known.setdefault("explore_pool", 0)  # the exploration share was bred children at random
         return cls(**known)
+
+
+def default_confirm(space: str) -> int:
+    """The seeds a run's best is confirmed under: `CONFIRM_SEEDS` where candidates train (DOGMA,
+    whose one training's luck the best would otherwise keep), 1 on a table space (NAS-Bench-201,
+    whose benchmarks compare strategies at equal look-ups, each seed one of them)."""
+    return CONFIRM_SEEDS if space == "dogma" else 1
 
 
 def default_strategy(objectives: tuple[str, ...]) -> str:

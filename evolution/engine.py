@@ -41,6 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 from dogma_evolve.evaluation.protocol import Pool
+from dogma_evolve.evaluation.result import EvalResult
 from dogma_evolve.evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
 from dogma_evolve.evaluation.tasks.imported import import_recorded
 from dogma_evolve.evaluation.transfer import spearman
@@ -49,7 +50,7 @@ from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.evaluating import Evaluator, quality_of, stored_result
 from dogma_evolve.evolution.export import WEIGHTS_ARTIFACT
 from dogma_evolve.evolution.policy import OperatorPolicy, outcome
-from dogma_evolve.evolution.selection import assign_rank_and_crowding, pareto_front, quality_key
+from dogma_evolve.evolution.selection import assign_rank_and_crowding, best_of, pareto_front
 from dogma_evolve.evolution.spaces.contract import Discard, Genotype, SearchSpace
 from dogma_evolve.evolution.spaces.registry import SPACES
 from dogma_evolve.evolution.strategies import make_strategy
@@ -262,6 +263,9 @@ class Engine:
         population = self._survivors(parents, children)
         if self.config.repeats > 1:
             self.evaluator.repeat(population, self.pool, report)
+        if self.config.confirm > 1:
+            self.evaluator.confirm(population, self.pool, report)
+        if self.config.repeats > 1 or self.config.confirm > 1:
             assign_rank_and_crowding(population)
         self._commit(generation, children, population)
         qualities = [quality_of(i.metrics) if i.status == "ok" else 0.0 for i in population]
@@ -474,21 +478,10 @@ class Engine:
         evaluations = []
         for c in children:
             born = by_slot(c.record.slot)
-            for r in c.record.results:
-                evaluations.append(
-                    EvaluationIn(
-                        r.genome_id,
-                        r.task,
-                        r.fidelity,
-                        r.seed,
-                        r.status,
-                        {**r.metrics, **self.space.cost_metrics(c.genome)},
-                        r.reason,
-                        r.wall_seconds,
-                        born,
-                    )
-                )
+            evaluations += [self._row(r, c, born) for r in c.record.results]
             evaluations += [replace(e, individual=born) for e in c.record.cached_rows]
+        for p in population:  # a member committed before, confirmed under further seeds now
+            evaluations += [self._row(r, p, by_id(p.id)) for r in p.record.confirmations if p.id is not None]
         lineage = [
             LineageIn(c.record.slot, by_id(pid), c.op, c.change) for c in children for pid in c.parent_ids
         ]
@@ -523,6 +516,8 @@ class Engine:
         )
         if self.transfer is not None:
             self.transfer.pairs += pairs
+        for p in population:
+            p.record.confirmations = []  # stored
         for c in children:
             c.id = ids[c.record.slot]
             c.parents = []  # credit is given: do not keep ancestors alive in memory
@@ -535,6 +530,13 @@ class Engine:
             ind.record.weights = None  # stored or not needed: do not hold them in memory
         for c in children:
             c.record.weights = None
+
+    def _row(self, r: EvalResult, c: Candidate, individual: Ref) -> EvaluationIn:
+        """The stored row of result ``r`` of candidate ``c`` (its space's cost metrics added)."""
+        metrics = {**r.metrics, **self.space.cost_metrics(c.genome)}
+        return EvaluationIn(
+            r.genome_id, r.task, r.fidelity, r.seed, r.status, metrics, r.reason, r.wall_seconds, individual
+        )
 
     def _stored_evaluation(
         self, rec: IndividualRecord
@@ -563,11 +565,6 @@ class Engine:
             population.append(ind)
         assign_rank_and_crowding(population)
         return population
-
-
-def best_of(population: list[Candidate]) -> Candidate:
-    """Highest quality, then lowest costs (selected on, then the tie-break's: `quality_key`)."""
-    return min(population, key=lambda i: (-i.fitness.values[0], *i.fitness.values[1:], *quality_key(i)[1:]))
 
 
 __all__ = [

@@ -65,7 +65,7 @@ from dogma_evolve.evaluation.protocol import Pool
 from dogma_evolve.evaluation.tasks import derive_seed, task_facts  # derive_seed: the one seed derivation
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
-from dogma_evolve.evolution.selection import quality_key, single_objective
+from dogma_evolve.evolution.selection import best_of, quality_key, single_objective
 from dogma_evolve.evolution.spaces.contract import SearchSpace
 from dogma_evolve.evolution.strategies import below_floor
 from dogma_evolve.evolution.types import Candidate, Event, GenerationReport, TaskResult
@@ -152,11 +152,44 @@ class Evaluator:
         if self.config.max_evaluations is not None:
             left = self.config.max_evaluations - self.spent
             todo = todo[: max(0, left // (extra * len(self.tasks)))]
+        self._more_seeds([(c, range(1, extra + 1)) for c in todo], pool, report)
+
+    def confirm(self, population: Sequence[Candidate], pool: Pool | None, report: GenerationReport) -> None:
+        """Confirm the population's best (`RunConfig.confirm` seeds, a race): while the best of
+        the candidates evaluated in full (`selection.best_of`'s order) holds fewer than
+        `confirm` seeds, train it under the missing ones (`seed_for`'s repeats, so a retry
+        or a resume trains the same keys) and make its quality the mean; stop once the best
+        is confirmed, the budget is spent or every candidate was tried. One lucky draw then
+        never stays the incumbent that local search breeds from, nor the run's best
+        (`study.results.RunView.best`). Each seed counts as an evaluation."""
+        need = self.config.confirm
+        tried: set[int] = set()
+        while need > 1:
+            full = [c for c in population if c.status == "ok" and c.record.final and not c.violation]
+            if not full:
+                return
+            top = best_of(full)
+            have = seeds_of(top.metrics)
+            if have >= need or id(top) in tried:
+                return
+            extra = (need - have) * len(self.tasks)
+            if self.config.max_evaluations is not None and self.config.max_evaluations - self.spent < extra:
+                return
+            tried.add(id(top))
+            self._more_seeds([(top, range(have, need))], pool, report)
+
+    def _more_seeds(
+        self, todo: Sequence[tuple[Candidate, range]], pool: Pool | None, report: GenerationReport
+    ) -> None:
+        """Train each candidate at its full fidelity under its further seeds (the repeat
+        indices given, `seed_for`), then make its quality the mean over all its seeds
+        (``quality_seeds``) and its fitness follow. A child keeps the rows in
+        `record.results`; a member committed before, in `record.confirmations`."""
         pending: dict[EvalKey, list[Candidate]] = {}
         owner: dict[EvalKey, tuple[int, int]] = {}  # key -> (index in todo, repeat)
-        for n, c in enumerate(todo):
+        for n, (c, repeats) in enumerate(todo):
             full = self.fidelity_for(c, final=True)
-            for r in range(1, extra + 1):
+            for r in repeats:
                 for task in self.tasks:
                     key = EvalKey(c.genome.id, task, full, self.seed_for(c.genome.id, task, r))
                     pending[key], owner[key] = [c], (n, r)
@@ -166,14 +199,14 @@ class Evaluator:
             result = by_key[key]
             self.spent += 1
             report.requests += 1
-            c.record.results.append(result)
+            (c.record.results if c.id is None else c.record.confirmations).append(result)
             per_repeat.setdefault(owner[key], {})[key.task] = TaskResult(result.status, dict(result.metrics))
-        seeds = [[quality_of(c.metrics)] for c in todo]
+        seeds = [list(c.metrics.get("quality_seeds") or [quality_of(c.metrics)]) for c, _ in todo]
         for (n, _), per_task in sorted(per_repeat.items()):
             status, metrics = self.combine(per_task)
             if status == "ok":
                 seeds[n].append(quality_of(metrics))
-        for c, qualities in zip(todo, seeds, strict=True):
+        for (c, _), qualities in zip(todo, seeds, strict=True):
             c.metrics["quality_seeds"] = qualities
             c.metrics["quality"] = sum(qualities) / len(qualities)
             c.fitness.values = self.fitness(c)
@@ -435,6 +468,11 @@ class Evaluator:
         )
 
 
+def seeds_of(metrics: dict[str, Any]) -> int:
+    """How many training seeds a candidate's quality is the mean of (``quality_seeds``)."""
+    return len(metrics.get("quality_seeds") or ()) or 1
+
+
 def stored_result(rows: Sequence[Any]) -> tuple[str | None, dict[str, Any], int | str | None]:
     """(status, metrics, fidelity) of a stored individual from its rows on the run's task
     (`store.EvaluationRecord`s): the highest fidelity's first row; when it was repeated
@@ -461,6 +499,7 @@ __all__ = [
     "below_floor",
     "objective_value",
     "quality_of",
+    "seeds_of",
     "stored_result",
     "with_niches",
 ]

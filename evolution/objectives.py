@@ -79,6 +79,16 @@ def check_objectives(objectives: Sequence[str]) -> None:
         raise ValueError(f"unknown objective {bad[0]!r}; choose from {tuple(OBJECTIVES)}")
 
 
+def seeds_text(metrics: dict[str, Any]) -> str:
+    """`` ± sd over n seeds`` of a quality confirmed under several seeds; "" for one."""
+    seeds = metrics.get("quality_seeds") or []
+    if len(seeds) < 2:
+        return ""
+    mean = sum(seeds) / len(seeds)
+    sd = (sum((q - mean) ** 2 for q in seeds) / (len(seeds) - 1)) ** 0.5
+    return f" ± {sd:.3f} (sd over {len(seeds)} seeds)"
+
+
 __all__ = [
     "FAILED_COST",
     "MAXIMISED",
@@ -89,4 +99,5 @@ __all__ = [
     "check_objectives",
     "objective_value",
     "quality_of",
+    "seeds_text",
 ]

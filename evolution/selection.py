@@ -49,6 +49,11 @@ def quality_key(ind: Candidate) -> tuple[float, ...]:
     return (-ind.fitness.values[0], *costs, float(ind.age))
 
 
+def best_of(population: Sequence[Candidate]) -> Candidate:
+    """Highest quality, then lowest costs (selected on, then the tie-break's: `quality_key`)."""
+    return min(population, key=lambda i: (-i.fitness.values[0], *i.fitness.values[1:], *quality_key(i)[1:]))
+
+
 def by_quality(population: Iterable[Candidate]) -> list[Candidate]:
     """The candidates in `quality_key` order (best first)."""
     return sorted(population, key=quality_key)
@@ -119,6 +124,7 @@ def pareto_front(population: Iterable[Candidate], floor: float | None = None) ->
 __all__ = [
     "TIE_BREAK",
     "assign_rank_and_crowding",
+    "best_of",
     "by_quality",
     "pareto_front",
     "quality_key",

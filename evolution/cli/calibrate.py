@@ -45,8 +45,8 @@ def add_calibrate_command(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     cal.add_argument(
         "--task",
-        default="suite",
-        help="task, or a comma list of tasks (suite); MODULE:CLASS[?key=value&...] for your own",
+        default="text",
+        help="task, or a comma list of tasks (text); MODULE:CLASS[?key=value&...] for your own",
     )
     cal.add_argument(
         "--steps", type=int, default=DEFAULT_STEPS, help=f"the full fidelity (default {DEFAULT_STEPS})"

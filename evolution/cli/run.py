@@ -33,7 +33,7 @@ from dogma_evolve.evolution.cli.tasks import (
 )
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.errors import UsageError
-from dogma_evolve.evolution.objectives import quality_of
+from dogma_evolve.evolution.objectives import quality_of, seeds_text
 from dogma_evolve.evolution.progress import RunProgress, ladder_point_printer
 from dogma_evolve.evolution.selection import pareto_front
 
@@ -60,8 +60,13 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Parse, then the library (`evolution.study`: `create_search` or `load_search`, then
     `Search.optimize`), then print."""
-    from dogma_evolve.evolution.engine import best_of  # torch, as the summaries and the library
-    from dogma_evolve.evolution.report.summary import individual_summary, run_transfer_summary
+    from dogma_evolve.evolution.report.summary import (  # torch, as the library
+        best_individual,
+        individual_summary,
+        ladder_choice,
+        record_summary,
+        run_transfer_summary,
+    )
     from dogma_evolve.evolution.study import create_search, load_search
     from dogma_evolve.evolution.study.running import RESUME_OVERRIDES, invocation_candidates
     from dogma_evolve.store.liveness import RunHeld
@@ -115,16 +120,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         write_report(store, engine.run_id, args.report)
     seen = invocation_candidates(engine, search.population)
-    best = best_of(seen)
     front = pareto_front(seen, floor=engine.config.quality_floor)
     run = search.run
-    best_summary, selected_by = individual_summary(best), "search"
-    if engine.config.select_by == "ladder":  # the ladder's rank 1 (`summary.ladder_choice`)
-        from dogma_evolve.evolution.report.summary import ladder_choice, record_summary
-
-        chosen = ladder_choice(store, engine.run_id)
-        if chosen is not None:
-            best_summary, selected_by = record_summary(chosen), "ladder"
+    # the one rule `report`, `export --best` and `Search.best_individual` use (`RunView.best`)
+    best_summary = record_summary(best_individual(store, engine.run_id), engine.space)
+    selected_by = "ladder" if ladder_choice(store, engine.run_id) is not None else "search"
     result = {
         "run_id": engine.run_id,
         "best": best_summary,
@@ -177,7 +177,8 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
     chosen = " (rank 1 of the ladder, --select-by ladder)" if result.get("selected_by") == "ladder" else ""
     console.print(
         f"best{chosen}: individual {best['id']} ({best['genome_id'][:12]}), quality "
-        f"{quality_of(best['metrics']):.3f}, {int(best['metrics'].get('params', 0)):,} "
+        f"{quality_of(best['metrics']):.3f}{seeds_text(best['metrics'])}, "
+        f"{int(best['metrics'].get('params', 0)):,} "
         f"parameters; {result['evaluated']} evaluations in {result['wall_seconds']} s"
     )
     per_task = best["metrics"].get("per_task") or {}

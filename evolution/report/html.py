@@ -31,6 +31,7 @@ from typing import Any
 import plotly.io as pio  # type: ignore[import-untyped]
 import plotly.offline  # type: ignore[import-untyped]
 
+from dogma_evolve.evolution.objectives import seeds_text
 from dogma_evolve.evolution.report import html_figures as figs
 from dogma_evolve.evolution.report.html_data import ReportData, collect
 from dogma_evolve.evolution.report.html_lineage import lineage_figure
@@ -130,8 +131,8 @@ def _overview(data: ReportData) -> str:
         rows += [
             (
                 "best individual",
-                f"#{best.id}, generation {best.generation}, quality {best.quality:.4f}, "
-                f"{figs.number(best.params)} parameters",
+                f"#{best.id}, generation {best.generation}, quality {best.quality:.4f}"
+                f"{seeds_text(best.metrics)}, {figs.number(best.params)} parameters",
             ),
             ("best sequence", best.sequence),
         ]

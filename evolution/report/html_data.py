@@ -27,6 +27,7 @@ from dogma_evolve.evolution.evaluating import Evaluator, quality_of, stored_resu
 from dogma_evolve.evolution.policy import OperatorPolicy, outcome
 from dogma_evolve.evolution.scale.ladder_report import ladder_summary
 from dogma_evolve.evolution.spaces.registry import SPACES
+from dogma_evolve.evolution.study.results import RunView
 from dogma_evolve.evolution.transfer_audit import first_stage_score, ranked_by
 from dogma_evolve.evolution.types import individual_class
 from dogma_evolve.store import IndividualRecord, PolicyRecord, RunRecord, Store
@@ -273,7 +274,8 @@ def collect(store: Store, run_id: str) -> ReportData:
         )
 
     ok = [b for b in births if b.status == "ok" and b.final]
-    best = max(ok, key=lambda b: (b.quality, -(b.params or 0.0), -b.id), default=None)
+    chosen_best = RunView(store, run_id).best()  # the rule every reader shares
+    best = None if chosen_best is None else by_id.get(chosen_best.id)
     fronts = {}
     for cost in ("params", "state_bytes"):
         points = [(b.id, b.quality, getattr(b, cost)) for b in ok if getattr(b, cost) is not None]

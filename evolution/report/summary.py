@@ -87,19 +87,27 @@ def latest_run(store: Store) -> str:
 
 
 def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
-    """The run's (default: newest run's) best evaluated individual: quality ↑ (the run's first
-    objective, `evaluating.quality_of`), params ↓ — the order `engine.best_of` ranks by; for a
-    run with ``select_by: ladder``, its latest ladder's rank 1 (``ladder_choice``) when one
-    was ranked."""
+    """The run's (default: newest run's) best individual: for a search, `RunView.best`, the
+    one rule `run`'s summary, `export --best` and the Python API share (the ladder's rank 1
+    under ``select_by: ladder``, else the best confirmed under the run's seeds, quality ↑
+    then params ↓); for another kind of run (scale, ablate), its best evaluated individual
+    in that order."""
     from dogma_evolve.evolution.evaluating import quality_of
 
     if run_id is None:
         run_id = latest_run(store)
-    elif store.get_run(run_id) is None:
+    run = store.get_run(run_id)
+    if run is None:
         raise UsageError(f"no run {run_id}")
-    chosen = ladder_choice(store, run_id)
-    if chosen is not None:
-        return chosen
+    if getattr(run, "kind", "search") == "search":
+        from dogma_evolve.evolution.study.results import RunView
+
+        best = RunView(store, run_id).best()
+        if best is None:
+            raise UsageError(f"run {run_id} has no successfully evaluated individual")
+        record = store.individual(best.id)
+        assert record is not None  # RunView read it from this store
+        return with_recorded_kinds(store, run_id, record)
     evaluated = [i for i in store.individuals(run_id) if i.status == "ok"]
     if not evaluated:
         raise UsageError(f"run {run_id} has no successfully evaluated individual")
@@ -111,29 +119,32 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
     return with_recorded_kinds(store, run_id, min(evaluated, key=rank))
 
 
-def record_summary(record: IndividualRecord) -> dict[str, Any]:
-    """``individual_summary``'s fields of a stored individual."""
+def record_summary(record: IndividualRecord, space: Any = None) -> dict[str, Any]:
+    """``individual_summary``'s fields of a stored individual; ``space``: the run's search
+    space, which reads its genome (default: a DOGMA genome)."""
+    from dogma_evolve.evolution.evaluating import stored_result
+
+    task = None if record.evaluation is None else record.evaluation.task
+    status, metrics, _ = stored_result([e for e in record.evaluations if e.task == task])
     return {
         "id": record.id,
         "genome_id": record.genome_id,
-        "metrics": dict(record.metrics or {}),
-        "status": record.status,
-        "sequence": Genome.from_yaml(record.yaml).sequence_view(),
+        "metrics": metrics,  # with further seeds: quality is their mean, quality_seeds each
+        "status": status,
+        "sequence": (
+            Genome.from_yaml(record.yaml) if space is None else space.parse(record.yaml)
+        ).sequence_view(),
     }
 
 
 def ladder_choice(store: Store, run_id: str) -> IndividualRecord | None:
     """The individual ranked 1 by the run's latest ladder when the run selects by the ladder
     (``select_by: ladder``); None otherwise, or when its ladder ranked none."""
+    from dogma_evolve.evolution.study.results import ladder_choice_id
+
     run = store.get_run(run_id)
-    if run is None or (getattr(run, "config", None) or {}).get("select_by") != "ladder":
-        return None
-    rows = store.ladder(run_id)
-    if not rows:
-        return None
-    last = max(r.generation for r in rows)
-    first = next((r for r in rows if r.generation == last and r.rank == 1), None)
-    return None if first is None else store.individual(first.individual_id)
+    chosen = None if run is None else ladder_choice_id(store, run_id, getattr(run, "config", None) or {})
+    return None if chosen is None else store.individual(chosen)
 
 
 def _region_summary(genome: Genome) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 `load_study` are the model).
 
 ``store`` is a SQLAlchemy URL (``sqlite:///evolve.db``, a PostgreSQL URL) or an open
-`store.Store`. ``task`` is a task's text (``"suite"``, ``"mqar,compression"``,
+`store.Store`. ``task`` is a task's text (``"text"``, the default, ``"suite"``, ``"mqar,compression"``,
 ``"my_tasks:Parity?length=12"``), a task class or a task object
 (`evolution.study.task_arg`). Every other keyword is a `RunConfig` field (``population``,
 ``seed``, ``steps``, ``generations``, ``max_evaluations``, ``strategy``, ``objectives`` ...),
@@ -29,7 +29,7 @@ DEFAULT_STORE = "sqlite:///evolve.db"
 
 def create_search(
     store: str | Store = DEFAULT_STORE,
-    task: Any = "suite",
+    task: Any = "text",
     *,
     load_if_exists: bool = False,
     **options: Any,

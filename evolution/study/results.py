@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.evaluating import Evaluator, quality_of, stored_result
-from dogma_evolve.evolution.selection import pareto_front
+from dogma_evolve.evolution.evaluating import Evaluator, quality_of, seeds_of, stored_result
+from dogma_evolve.evolution.selection import best_of, pareto_front
 from dogma_evolve.evolution.spaces.registry import SPACES
 from dogma_evolve.evolution.types import Candidate, individual_class
 from dogma_evolve.store import IndividualRecord, Store
@@ -104,12 +104,19 @@ class RunView:
         return (FAILED_QUALITY,) + (FAILED_COST,) * (len(self.config.objectives) - 1)
 
     def best(self) -> Individual | None:
-        """The best individual evaluated in full (else the best evaluated at all), in
-        `engine.best_of`'s order; None when none was evaluated successfully."""
-        from dogma_evolve.evolution.engine import best_of
-
-        pairs = [(c, i) for c, i in self.candidates() if c.status == "ok" and not c.violation]
-        pool = [p for p in pairs if p[1].final] or pairs
+        """The run's best, by the one rule every reader uses (`run`'s summary, `report`,
+        `export --best`, `Search.best_individual`, the HTML page): for a run that selects by
+        its ladder, the latest ladder's rank 1 when one was ranked; otherwise, of the
+        individuals evaluated in full (else evaluated at all), those confirmed under the
+        run's `confirm` seeds when any is (`Evaluator.confirm`), the first in
+        `selection.best_of`'s order; None when none was evaluated successfully."""
+        pairs = self.candidates()
+        chosen = ladder_choice_id(self.store, self.run_id, self.config)
+        if chosen is not None:
+            return next(i for _, i in pairs if i.id == chosen)
+        ok = [(c, i) for c, i in pairs if c.status == "ok" and not c.violation]
+        pool = [p for p in ok if p[1].final] or ok
+        pool = [p for p in pool if seeds_of(p[0].metrics) >= self.config.confirm] or pool
         if not pool:
             return None
         by_cand = {id(c): i for c, i in pool}
@@ -121,6 +128,19 @@ class RunView:
         by_cand = {id(c): i for c, i in pairs}
         final = [c for c, i in pairs if i.final]
         return [by_cand[id(c)] for c in pareto_front(final, floor=self.config.quality_floor)]
+
+
+def ladder_choice_id(store: Store, run_id: str, config: RunConfig | dict[str, Any]) -> int | None:
+    """The individual ranked 1 by the run's latest ladder when the run selects by its ladder
+    (``select_by: ladder``); None otherwise, or when its ladder ranked none."""
+    select_by = config.get("select_by") if isinstance(config, dict) else config.select_by
+    if select_by != "ladder":
+        return None
+    rows = store.ladder(run_id)
+    if not rows:
+        return None
+    last = max(r.generation for r in rows)
+    return next((r.individual_id for r in rows if r.generation == last and r.rank == 1), None)
 
 
 def _individual(rec: IndividualRecord, cand: Candidate, fidelity: Any, final: bool) -> Individual:

@@ -144,7 +144,7 @@ def test_the_suite_separates_attention_from_mlp_only_at_the_default_budget():
     from dogma_evolve.evolution.spaces.dogma.seeds import scale_down
     from dogma_evolve.genome import PRESETS, Genome
 
-    config = RunConfig()
+    config = RunConfig(task="suite")
     suite = get_task(config.task)
     doc = scale_down(PRESETS["gpt2-small"](), 32, 1, {"vocab": suite.vocab_size, "max_len": suite.seq_len})
     mlp_only = {**doc, "regions": [dict(r) for r in doc["regions"]]}

@@ -162,7 +162,7 @@ def test_generations_default_to_three_and_to_the_budget_when_one_is_given():
 
 
 def test_multi_fidelity_is_on_only_below_the_full_budget():
-    assert RunConfig().first_fidelity == 60
+    assert RunConfig().first_fidelity == 50
     assert RunConfig(population=64).children == 32 and RunConfig(batch=5).children == 5
     assert RunConfig(steps=50).first_fidelity is None
     assert RunConfig(min_steps=0).first_fidelity is None

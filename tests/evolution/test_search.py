@@ -201,6 +201,7 @@ def test_dogma_multi_task_multi_fidelity_objectives_and_state_budget(store):
         max_params=60_000,
         objectives=("quality", "params", "state_bytes"),
         max_state_bytes=200_000,
+        confirm=1,  # the requests below are the two stages' alone
     )
     pool = LocalPool()
     engine = Engine(config, store, pool)
@@ -354,7 +355,7 @@ def test_a_full_stage_submits_the_candidates_whose_first_stage_trained_longest_f
     pool.evaluate = lambda requests, on_result=None: (
         calls.append(list(requests)) or inner(requests, on_result)
     )
-    config = RunConfig(population=16, generations=1, steps=4, min_steps=2, promote=0.5, seed=3)
+    config = RunConfig(population=16, generations=1, steps=4, min_steps=2, promote=0.5, seed=3, confirm=1)
     Engine(config, store, pool).run()
     full = [call for call in calls if call[0].fidelity == 4]
     assert len(full) == 2 and all(len(call) >= 4 for call in full)

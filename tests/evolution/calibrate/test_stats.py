@@ -143,7 +143,7 @@ def test_a_rung_ranked_by_held_out_loss_is_ranked_by_minus_loss() -> None:
 
 
 def test_the_ladder_holds_the_full_fidelity_and_refuses_a_low_target() -> None:
-    assert default_rungs(300) == (60, 150, 300) and default_rungs(100) == (50, 60, 100)
+    assert default_rungs(300) == (50, 150, 300) and default_rungs(100) == (50, 100)
     assert default_rungs(1) == (1,)
     ladder = make_ladder(300, (150, 60, 60), 3000)
     assert ladder.rungs == (60, 150, 300) and ladder.fidelities == (60, 150, 300, 3000)
