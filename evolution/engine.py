@@ -481,7 +481,9 @@ class Engine:
             evaluations += [self._row(r, c, born) for r in c.record.results]
             evaluations += [replace(e, individual=born) for e in c.record.cached_rows]
         for p in population:  # a member committed before, confirmed under further seeds now
-            evaluations += [self._row(r, p, by_id(p.id)) for r in p.record.confirmations if p.id is not None]
+            evaluations += [
+                replace(e, individual=by_id(p.id)) for e in p.record.confirmations if p.id is not None
+            ]
         lineage = [
             LineageIn(c.record.slot, by_id(pid), c.op, c.change) for c in children for pid in c.parent_ids
         ]

@@ -182,24 +182,43 @@ class Evaluator:
         self, todo: Sequence[tuple[Candidate, range]], pool: Pool | None, report: GenerationReport
     ) -> None:
         """Train each candidate at its full fidelity under its further seeds (the repeat
-        indices given, `seed_for`), then make its quality the mean over all its seeds
-        (``quality_seeds``) and its fitness follow. A child keeps the rows in
-        `record.results`; a member committed before, in `record.confirmations`."""
+        indices given, `seed_for`; a key the store holds is a cache hit, as in `evaluate`),
+        then make its quality the mean over all its seeds (``quality_seeds``) and its
+        fitness follow. A child keeps the rows in `record.results` / `record.cached_rows`; a
+        member committed before, in `record.confirmations` (its generation's commit)."""
+        precision = pool_precision(self.config.precision, pool)
         pending: dict[EvalKey, list[Candidate]] = {}
         owner: dict[EvalKey, tuple[int, int]] = {}  # key -> (index in todo, repeat)
+        per_repeat: dict[tuple[int, int], dict[str, TaskResult]] = {}
         for n, (c, repeats) in enumerate(todo):
             full = self.fidelity_for(c, final=True)
             for r in repeats:
                 for task in self.tasks:
                     key = EvalKey(c.genome.id, task, full, self.seed_for(c.genome.id, task, r))
-                    pending[key], owner[key] = [c], (n, r)
+                    rec, here = self._lookup(key, precision)
+                    if rec is None:
+                        pending[key], owner[key] = [c], (n, r)
+                        continue
+                    report.hits += 1
+                    metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
+                    per_repeat.setdefault((n, r), {})[task] = TaskResult(rec.status, metrics)
+                    if not here:  # reused from another run: copy the row, marked
+                        row = EvaluationIn(
+                            *key, rec.status, {**metrics, "cached_from": rec.id}, rec.reason, 0.0
+                        )
+                        (c.record.cached_rows if c.id is None else c.record.confirmations).append(row)
         by_key = self._request(pending, False, pool)
-        per_repeat: dict[tuple[int, int], dict[str, TaskResult]] = {}
         for key, (c,) in pending.items():
             result = by_key[key]
             self.spent += 1
             report.requests += 1
-            (c.record.results if c.id is None else c.record.confirmations).append(result)
+            if c.id is None:
+                c.record.results.append(result)
+            else:  # its row, as the engine writes a child's (`Engine._row`)
+                metrics = {**result.metrics, **self.space.cost_metrics(c.genome)}
+                c.record.confirmations.append(
+                    EvaluationIn(*key, result.status, metrics, result.reason, result.wall_seconds)
+                )
             per_repeat.setdefault(owner[key], {})[key.task] = TaskResult(result.status, dict(result.metrics))
         seeds = [list(c.metrics.get("quality_seeds") or [quality_of(c.metrics)]) for c, _ in todo]
         for (n, _), per_task in sorted(per_repeat.items()):

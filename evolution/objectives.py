@@ -5,7 +5,7 @@ way is better.
 A fitness is (quality, cost, ...): the first objective, `quality`, is the only one
 maximised; every further one is a cost, minimised. That is the sign `Objective.weight`
 gives: DEAP's fitness classes carry the same weights (`evolution.types`: +1 for the first
-value, -1 for each further one) and `selection` and `engine.best_of` order by
+value, -1 for each further one) and `selection` (`best_of` too) order by
 (-quality, cost, ...), so a run's objectives are `quality` and then costs
 (`check_objectives`). A value is read from the first of its metric names that the result
 holds (a table space names latency `latency`, a trained candidate `infer_latency_ms`); a

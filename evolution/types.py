@@ -56,7 +56,7 @@ class EvalRecord:
     spent_at: int = 0  # the run's evaluations when its result was known
     results: list[EvalResult] = field(default_factory=list)  # evaluations made for it here
     cached_rows: list[EvaluationIn] = field(default_factory=list)  # reused rows, copied
-    confirmations: list[EvalResult] = field(default_factory=list)  # further seeds, once committed
+    confirmations: list[EvaluationIn] = field(default_factory=list)  # further seeds, once committed
     weights: bytes | None = None  # trained weights (safetensors) until committed
 
     def begin(self, fidelity: int) -> None:

@@ -1,6 +1,7 @@
 """What a stored search found, read from its store by the engine's own rules: its individuals
-as plain records (`Individual`), the best one (`engine.best_of`'s order), the Pareto front
-(`selection.pareto_front`, over the individuals evaluated in full) and one row per evaluation.
+as plain records (`Individual`), the best one (`RunView.best`, the rule every reader shares),
+the Pareto front (`selection.pareto_front`, over the individuals evaluated in full) and one
+row per evaluation.
 
 Nothing here imports a user's task code: the space is rebuilt from the run's record
 (`RunConfig.task_code`), as the reading commands do.

@@ -39,9 +39,9 @@ def test_default_arm_is_runconfig_with_only_the_protocol_set() -> None:
     d = RunConfig()
     changed = {k for k in d.to_dict() if d.to_dict()[k] != c.to_dict()[k]}
     # by rule: population a tenth of the budget; without a first stage parents 3 and the
-    # surrogate on (DOGMA's default has one: parents 1, no surrogate)
-    assert changed <= {*protocol, "population", "parents", "surrogate"}
-    assert (c.parents, c.surrogate) == (3, 10)
+    # surrogate on (DOGMA's default has one: parents 1, no surrogate); on a table, confirm 1
+    assert changed <= {*protocol, "population", "parents", "surrogate", "confirm"}
+    assert (c.parents, c.surrogate, c.confirm) == (3, 10, 1)  # a table: no confirmation seeds
     assert (c.strategy, c.objectives) == (d.strategy, d.objectives)
     assert c.population == budget_population(100) == 10
     assert bench.engine_config("mo-nsga2", "cifar10", 100, 3, {}).objectives == ("quality", "params")

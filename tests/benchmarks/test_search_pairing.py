@@ -34,7 +34,8 @@ from dogma_evolve.evaluation import EvalRequest, EvalResult
 from dogma_evolve.store import Store
 
 FLOPS_PER_STEP = 1_000
-SHARED: dict[str, Any] = {"population": 4, "steps": 10, "max_params": 60_000, "task": "suite"}
+# confirm 1: the budgets below count each child's one training (confirmation is its own test)
+SHARED: dict[str, Any] = {"population": 4, "steps": 10, "max_params": 60_000, "task": "suite", "confirm": 1}
 
 
 class FakePool:

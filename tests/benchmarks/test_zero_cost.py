@@ -17,7 +17,7 @@ from dogma_evolve.evaluation.tasks import IGNORE_INDEX
 from dogma_evolve.store import Store
 from tests.benchmarks.test_search_pairing import FakePool
 
-SHARED = {"population": 8, "steps": 10, "max_params": 60_000, "task": "suite"}
+SHARED = {"population": 8, "steps": 10, "max_params": 60_000, "task": "suite", "confirm": 1}
 
 
 class Tiny(nn.Module):
