@@ -89,9 +89,11 @@ class RunView:
         for rec in self.store.individuals(self.run_id):
             cand = cls(self.space.parse(rec.yaml))
             cand.id, cand.generation = rec.id, rec.generation
-            cand.violation = self.space.violation(cand.genome)
             rows = [e for e in rec.evaluations if e.task == self.config.task]
             cand.status, cand.metrics, fidelity = stored_result(rows)
+            # as the engine stored it (`Evaluator.evaluate`: a violator is `invalid`, never
+            # trained), so a reader needs no accounting, nor a plugin's code for it
+            cand.violation = cand.metrics.get("violation") if cand.status == "invalid" else None
             cand.metrics.pop("cached_from", None)
             final = cand.status is not None and fidelity == self.evaluator.fidelity_for(cand, final=True)
             cand.record.final = final
