@@ -1,4 +1,6 @@
-"""`evolve export --best` exports the individual the run reports as its best."""
+"""`evolve export --best` of a run that is no search (an `evolve scale` or `ablate` run): its best
+evaluated individual. A search's best is `RunView.best`, which every reader shares
+(tests/evolution/test_confirm.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ class _Store:
         self._individuals = individuals
 
     def get_run(self, run_id: str) -> object:
-        return SimpleNamespace(id=run_id, config={})
+        return SimpleNamespace(id=run_id, config={}, kind="ablate")
 
     def individuals(self, run_id: str) -> list[SimpleNamespace]:
         return self._individuals

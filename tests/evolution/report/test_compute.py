@@ -15,7 +15,15 @@ from dogma_evolve.evolution.report.summary import report_lines, run_report
 from dogma_evolve.store import Store
 
 CONFIG = RunConfig(
-    population=4, generations=1, steps=5, min_steps=3, promote=0.5, task="mqar", seed=3, max_params=12_000
+    population=4,
+    generations=1,
+    steps=5,
+    min_steps=3,
+    promote=0.5,
+    task="mqar",
+    seed=3,
+    max_params=12_000,
+    confirm=1,  # the totals below count the two stages' trainings
 )
 
 
@@ -94,7 +102,7 @@ def test_rows_without_compute_are_counted_not_guessed(tmp_path):
     """A multi-task run: per-task rows are the real evaluations (the run's per-task-mean row
     is not); a row that lacks the metrics (as written before them) is counted as lacking."""
     config = RunConfig(
-        population=2, generations=0, steps=2, task="mqar,noisy_recall", seed=1, max_params=12_000
+        population=2, generations=0, steps=2, task="mqar,noisy_recall", seed=1, max_params=12_000, confirm=1
     )
     with Store(f"sqlite:///{tmp_path / 'multi.db'}") as store:
         engine = Engine(config, store, InProcessPool())
