@@ -22,7 +22,7 @@ from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import decode
 from dogma_evolve.store import Store
 
-CONFIG = RunConfig(population=4, generations=1, steps=3, seed=5, max_params=60_000, confirm=1)  # one seed each
+CONFIG = RunConfig(population=4, generations=1, steps=3, seed=5, max_params=60_000, confirm=1)  # 1 seed
 PINNED = DogmaSpace.from_config(CONFIG).pinned
 
 

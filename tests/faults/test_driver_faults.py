@@ -71,8 +71,10 @@ def test_replay_matches_bit_for_bit_and_notices_a_change(reference, tmp_path):
     # a stored metric altered by one ulp is noticed: exit 1, the key marked unequal
     copy = tmp_path / "altered.db"
     copy.write_bytes(store.read_bytes())
-    [(evaluation_id, metrics)] = rows(
-        copy, f"SELECT id, metrics FROM evaluations WHERE individual_id = {int(best)}"
+    [(evaluation_id, metrics)] = rows(  # the row replay compares: the newest (a confirmed best has 3)
+        copy,
+        f"SELECT id, metrics FROM evaluations WHERE individual_id = {int(best)} "
+        f"AND seed = {int(report['seed'])} ORDER BY id DESC LIMIT 1",
     )
     altered = json.loads(metrics)
     altered["loss"] = float.fromhex(float(altered["loss"]).hex()) * (1 + 2**-52)
