@@ -67,6 +67,8 @@ def test_search_runs_on_both_nodes(cluster, store_url):
         "3",
         "--seed",
         "5",
+        "--confirm",  # one row per genome: the 4 below
+        "1",
         "--quiet",
         "--json",
         "--ray-address",

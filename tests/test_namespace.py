@@ -119,6 +119,7 @@ def test_a_search_beside_hugging_face_kernels_records_no_crash_and_its_hf_export
     assert hf_kernels.metadata["Name"].lower() == "kernels"
     url = f"sqlite:///{tmp_path / 'evolve.db'}"
     argv = ["--population", "12", "--generations", "0", "--steps", "5", "--task", "mqar", "--seed", "1"]
+    argv += ["--confirm", "1"]  # one row per genome: the 12 counted below
     searched = evolve(tmp_path, "run", *argv, "--workers", "1", "--quiet", "--json", "--store", url)
     assert searched.returncode == 0, searched.stderr[-3000:]
     with sqlite3.connect(tmp_path / "evolve.db") as db:

@@ -354,7 +354,12 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
             }
         )
     transfer = run_transfer(store, run_id, config, space, individuals)
+    try:  # the run's best by the rule every reader shares (`RunView.best`)
+        best_record = record_summary(best_individual(store, run_id), space)
+    except UsageError:  # nothing evaluated successfully yet
+        best_record = None
     return {
+        "best": best_record,
         "filtered": sum(g["filtered"] for g in generations),
         **ladder_summary(store, run_id),
         "run_id": run_id,
@@ -457,6 +462,17 @@ def compute_cells(compute: dict[str, Any]) -> tuple[str, str]:
 
 def report_lines(data: dict[str, Any]) -> list[str]:
     """The run's compute and fidelity transfer as text lines (after the report's table)."""
+    from dogma_evolve.evolution.objectives import quality_of, seeds_text
+
+    best = data.get("best")
+    lines_best = (
+        []
+        if best is None
+        else [
+            f"best: individual {best['id']} ({best['genome_id'][:12]}), quality "
+            f"{quality_of(best['metrics']):.4f}{seeds_text(best['metrics'])}: {best['sequence']}"
+        ]
+    )
     c = data["compute"]
     if not c["measured"]:
         lines = [
@@ -504,4 +520,4 @@ def report_lines(data: dict[str, Any]) -> list[str]:
         data.get("ladder_regime"),
         data.get("ladder_verdict"),
     )
-    return lines
+    return lines + lines_best

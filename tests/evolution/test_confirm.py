@@ -11,7 +11,7 @@ from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.engine import Engine
 from dogma_evolve.evolution.objectives import seeds_text
 from dogma_evolve.evolution.report.html_data import collect
-from dogma_evolve.evolution.report.summary import best_individual, record_summary
+from dogma_evolve.evolution.report.summary import best_individual, record_summary, report_lines, run_report
 from dogma_evolve.evolution.study import load_search
 from dogma_evolve.evolution.study.results import RunView
 from dogma_evolve.store import Store
@@ -61,7 +61,11 @@ def agreed_best(store, run_id):
     api = load_search(store, run_id).best_individual
     page = collect(store, run_id).best
     summary = record_summary(record, RunView(store, run_id).space)
-    assert view.id == record.id == api.id == page == summary["id"]
+    report = run_report(store, run_id)["best"]  # `evolve report`
+    assert view.id == record.id == api.id == page == summary["id"] == report["id"]
+    assert any(
+        line.startswith(f"best: individual {view.id} ") for line in report_lines(run_report(store, run_id))
+    )
     return view, summary
 
 
