@@ -55,7 +55,7 @@ def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = No
     from dogma_evolve.evaluation import EvalRequest, train_model
     from dogma_evolve.evaluation.precision import precision_of
 
-    evaluation = record.evaluation
+    evaluation = own_evaluation(record)
     if evaluation is None or evaluation.status != "ok":
         raise UsageError(f"individual {record.id} has no successful evaluation to replay")
     if progress is not None:
@@ -170,11 +170,40 @@ def _write_standalone(
     return {"dynamic_shapes": dynamic, "package_kinds": package["kinds"]}
 
 
+def own_evaluation(record: IndividualRecord) -> Any:
+    """The evaluation whose training the stored weights are (the engine keeps the weights of a
+    child's own training): on the run's task, at the individual's own seed, the highest
+    fidelity; a confirmed best also holds rows of further seeds, which are not these weights.
+    Else the newest row on the run's task (None without one)."""
+    newest = record.evaluation
+    if newest is None:
+        return None
+    own = [e for e in record.evaluations if e.task == newest.task and e.seed == record.seed]
+    return max(own, key=lambda e: (int(e.fidelity), e.id)) if own else newest
+
+
+def seeds_line(record: IndividualRecord) -> str:
+    """The card's line on a quality confirmed under several training seeds ("" for one)."""
+    from dogma_evolve.evolution.evaluating import stored_result
+    from dogma_evolve.evolution.objectives import seeds_text
+
+    task = None if record.evaluation is None else record.evaluation.task
+    _, metrics, _ = stored_result([e for e in record.evaluations if e.task == task])
+    if len(metrics.get("quality_seeds") or ()) < 2:
+        return ""
+    return (
+        f"Quality over its training seeds: {metrics['quality']:.4f}{seeds_text(metrics)}; "
+        "the metrics below are those of the training these weights come from.\n"
+    )
+
+
 def model_provenance(store: Store, record: IndividualRecord, genome: Genome, source: str, task: Any) -> str:
     """The model card's provenance, the same in every format: the individual and its run,
-    the genome, its metrics and accounting, its lineage."""
+    the genome, its metrics (those of the training the weights come from) and accounting, its
+    lineage."""
     acct = account(genome, task.seq_len)
-    metrics = record.metrics or {}
+    own = own_evaluation(record)
+    metrics = (own.metrics if own is not None else None) or {}
     ancestry = store.ancestry(record.id)
     seeds = [s for s in ancestry if not s.parents]
     ops: dict[str, int] = {}
@@ -190,6 +219,7 @@ DOGMA evolve. Weights: {source}.
 
 ## Metrics ({task.name}, {metrics.get("steps", "?")} training steps)
 
+{seeds_line(record)}
 ```json
 {json.dumps(metrics, indent=2, sort_keys=True)}
 ```

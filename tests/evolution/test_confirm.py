@@ -127,3 +127,21 @@ def test_a_stored_run_from_before_confirmation_resumes_without_it():
     assert RunConfig(space="nb201", task="cifar10").confirm == 1  # a table: each seed a look-up
     with pytest.raises(ValueError, match="confirm"):
         RunConfig(confirm=0)
+
+
+def test_an_export_card_shows_the_weights_own_training_beside_the_mean():
+    """A confirmed best holds rows of 3 seeds; its stored weights are its own seed's training,
+    and the card's metrics are that row's (`export.own_evaluation`), the mean beside them."""
+    from types import SimpleNamespace
+
+    from dogma_evolve.evolution.export import own_evaluation, seeds_line
+
+    def row(id, seed, fidelity, quality):
+        return SimpleNamespace(
+            id=id, task="text", seed=seed, fidelity=fidelity, status="ok", metrics={"quality": quality}
+        )
+
+    rows = [row(1, 7, 50, 0.1), row(2, 7, 300, 0.44), row(3, 8, 300, 0.40), row(4, 9, 300, 0.39)]
+    record = SimpleNamespace(seed=7, evaluation=rows[-1], evaluations=rows)
+    assert own_evaluation(record) is rows[1]  # its own seed, full fidelity: not the newest row
+    assert "0.4100 ± 0.026 (sd over 3 seeds)" in seeds_line(record)
