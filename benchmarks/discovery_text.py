@@ -47,7 +47,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(ROOT / "examples"), os.environ.get("PYTHONPATH")) if p
 )
 
-from benchmarks.scaling import _progress, estimate  # noqa: E402
+from benchmarks.scaling import GPU_FLOPS_PER_S, _progress, estimate  # noqa: E402
 from dogma_evolve.evaluation.scaling import LadderError  # noqa: E402
 from dogma_evolve.evaluation.tasks import get_task  # noqa: E402
 from dogma_evolve.evolution.cli.scale import counts  # noqa: E402
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, why in refused.items():
         print(f"discovery_text: {name} refused: {why}", file=sys.stderr)
     if args.estimate:
-        print(json.dumps(estimate(ladders, 1.0), indent=2, default=str))
+        print(json.dumps(estimate(ladders, GPU_FLOPS_PER_S), indent=2, default=str))
         return 0
     designs = train(args, ladders)
     designs.update({name: {"refused": why, "params": [], "by_seed": {}} for name, why in refused.items()})

@@ -41,7 +41,6 @@ from dataclasses import replace
 from typing import Any
 
 from dogma_evolve.evaluation.protocol import Pool
-from dogma_evolve.evaluation.result import EvalResult
 from dogma_evolve.evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
 from dogma_evolve.evaluation.tasks.imported import import_recorded
 from dogma_evolve.evaluation.transfer import spearman
@@ -478,7 +477,7 @@ class Engine:
         evaluations = []
         for c in children:
             born = by_slot(c.record.slot)
-            evaluations += [self._row(r, c, born) for r in c.record.results]
+            evaluations += [self.evaluator.stored_row(r, c, born) for r in c.record.results]
             evaluations += [replace(e, individual=born) for e in c.record.cached_rows]
         for p in population:  # a member committed before, confirmed under further seeds now
             evaluations += [
@@ -532,13 +531,6 @@ class Engine:
             ind.record.weights = None  # stored or not needed: do not hold them in memory
         for c in children:
             c.record.weights = None
-
-    def _row(self, r: EvalResult, c: Candidate, individual: Ref) -> EvaluationIn:
-        """The stored row of result ``r`` of candidate ``c`` (its space's cost metrics added)."""
-        metrics = {**r.metrics, **self.space.cost_metrics(c.genome)}
-        return EvaluationIn(
-            r.genome_id, r.task, r.fidelity, r.seed, r.status, metrics, r.reason, r.wall_seconds, individual
-        )
 
     def _stored_evaluation(
         self, rec: IndividualRecord

@@ -214,11 +214,8 @@ class Evaluator:
             report.requests += 1
             if c.id is None:
                 c.record.results.append(result)
-            else:  # its row, as the engine writes a child's (`Engine._row`)
-                metrics = {**result.metrics, **self.space.cost_metrics(c.genome)}
-                c.record.confirmations.append(
-                    EvaluationIn(*key, result.status, metrics, result.reason, result.wall_seconds)
-                )
+            else:  # its row now, as the engine writes a child's at the commit
+                c.record.confirmations.append(self.stored_row(result, c))
             per_repeat.setdefault(owner[key], {})[key.task] = TaskResult(result.status, dict(result.metrics))
         seeds = [list(c.metrics.get("quality_seeds") or [quality_of(c.metrics)]) for c, _ in todo]
         for (n, _), per_task in sorted(per_repeat.items()):
@@ -229,6 +226,22 @@ class Evaluator:
             c.metrics["quality_seeds"] = qualities
             c.metrics["quality"] = sum(qualities) / len(qualities)
             c.fitness.values = self.fitness(c)
+
+    def stored_row(self, result: EvalResult, c: Candidate, individual: Any = None) -> EvaluationIn:
+        """The store's row of ``result``, a training of candidate ``c``: its metrics with the
+        space's cost metrics of the genome added; ``individual``: the birth it belongs to."""
+        metrics = {**result.metrics, **self.space.cost_metrics(c.genome)}
+        return EvaluationIn(
+            result.genome_id,
+            result.task,
+            result.fidelity,
+            result.seed,
+            result.status,
+            metrics,
+            result.reason,
+            result.wall_seconds,
+            individual,
+        )
 
     def fitness(self, ind: Candidate) -> tuple[float, ...]:
         """(quality, cost, ...) of an evaluated candidate: the one place fitness is made."""

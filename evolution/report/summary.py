@@ -99,7 +99,7 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
     run = store.get_run(run_id)
     if run is None:
         raise UsageError(f"no run {run_id}")
-    if getattr(run, "kind", "search") == "search":
+    if run.kind == "search":
         from dogma_evolve.evolution.study.results import RunView
 
         best = RunView(store, run_id).best()
@@ -464,15 +464,6 @@ def report_lines(data: dict[str, Any]) -> list[str]:
     """The run's compute and fidelity transfer as text lines (after the report's table)."""
     from dogma_evolve.evolution.objectives import quality_of, seeds_text
 
-    best = data.get("best")
-    lines_best = (
-        []
-        if best is None
-        else [
-            f"best: individual {best['id']} ({best['genome_id'][:12]}), quality "
-            f"{quality_of(best['metrics']):.4f}{seeds_text(best['metrics'])}: {best['sequence']}"
-        ]
-    )
     c = data["compute"]
     if not c["measured"]:
         lines = [
@@ -520,4 +511,10 @@ def report_lines(data: dict[str, Any]) -> list[str]:
         data.get("ladder_regime"),
         data.get("ladder_verdict"),
     )
-    return lines + lines_best
+    best = data.get("best")
+    if best is not None:
+        lines.append(
+            f"best: individual {best['id']} ({best['genome_id'][:12]}), quality "
+            f"{quality_of(best['metrics']):.4f}{seeds_text(best['metrics'])}: {best['sequence']}"
+        )
+    return lines
