@@ -35,6 +35,7 @@ import dogma_evolve.store.commit as commit
 import dogma_evolve.store.ladder as ladder_rows
 import dogma_evolve.store.leases as lease_rows
 import dogma_evolve.store.liveness as liveness
+import dogma_evolve.store.outage as outage
 import dogma_evolve.store.queries as queries
 import dogma_evolve.store.transactions as transactions
 from dogma_evolve.store.engine import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
@@ -79,6 +80,7 @@ class Store:
         busy_timeout: float = BUSY_TIMEOUT_SECONDS,
         create: bool = True,
         readonly: bool = False,
+        retry_seconds: float | None = None,
     ) -> None:
         """Open (and, with ``create``, make) the store at ``url``, upgraded to the newest
         schema. ``create=False`` (a command that writes to a store that must exist): a SQLite
@@ -91,6 +93,7 @@ class Store:
         """
         self.url = url
         self.readonly = readonly
+        self._outage = outage.Outage(outage.retry_seconds(retry_seconds))
         try:
             self._engines: Engines | None = open_engines(url, busy_timeout, create=create, readonly=readonly)
         except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's driver is missing
@@ -136,13 +139,13 @@ class Store:
         if engines.readonly:
             raise StoreError(f"{what}: the store was opened read-only")
         with self._serial:
-            return transactions.write(engines.write, work, what)
+            return transactions.write(engines.write, work, what, self._outage)
 
     def _read(self, work: Callable[[Session], T], what: str) -> T:
         """Run ``work`` in one read transaction: one consistent snapshot, no write lock."""
         engines = self._live()
         with self._serial:
-            return transactions.read(engines.read, work, what)
+            return transactions.read(engines.read, work, what, self._outage)
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -167,6 +170,11 @@ class Store:
         run_id = uuid.uuid4().hex[:12]
 
         def work(session: Session) -> str:
+            landed = session.get(Run, run_id)
+            if landed is not None:  # a retry whose first attempt committed: the run is made
+                if (landed.kind, landed.seed, landed.task, landed.driver) != (kind, seed, task, driver):
+                    raise StoreError(f"create_run: run id {run_id} is already taken by another run")
+                return run_id
             heartbeat = None if driver is None else utcnow()
             row = Run(id=run_id, kind=kind, config=config, seed=seed, task=task)
             row.driver, row.heartbeat = driver, heartbeat

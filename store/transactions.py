@@ -1,10 +1,19 @@
 """Read and write transactions of the store, and how their failures are reported.
 
 Every store method is one transaction: a write runs on the write engine (``BEGIN
-IMMEDIATE`` on SQLite) and is run again whole when the database reports itself busy, so
-the work passed in must be idempotent; a read runs on the read engine and sees one
-consistent snapshot without asking for the write lock. Failures become a
-:class:`~store.records.StoreError` with a one-line message.
+IMMEDIATE`` on SQLite), a read on the read engine, where it sees one consistent snapshot
+without asking for the write lock. A transaction is run again whole, on a new session and
+connection (the pool's pre-ping replaces a connection the server closed), when
+
+* PostgreSQL refuses it for a conflict (serialization failure, deadlock, lock not
+  available): at once, up to :data:`WRITE_ATTEMPTS` times;
+* the database is unreachable or, on SQLite, still locked after the busy timeout: with
+  backoff for as long as the store's :class:`~store.outage.Outage` allows (its bound,
+  ``EVOLVE_STORE_RETRY_SECONDS``, 180 s by default).
+
+So the work passed in must be idempotent, also when its first attempt committed and only
+the acknowledgement was lost (``tests/store/test_outage.py`` shows each write is). Other
+failures become a :class:`~store.records.StoreError` with a one-line message at once.
 """
 
 from __future__ import annotations
@@ -14,9 +23,10 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from dogma_evolve.store.outage import Outage, is_transient, one_line_of
 from dogma_evolve.store.records import StoreError
 
 T = TypeVar("T")
@@ -29,57 +39,71 @@ _DAMAGED = ("malformed", "not a database")
 
 def one_line(exc: BaseException) -> str:
     """The first line of the database's own message, with a hint for a damaged file."""
-    orig = getattr(exc, "orig", None)
-    message = str(orig if orig is not None else exc).strip()
-    line = message.splitlines()[0] if message else type(exc).__name__
+    line = one_line_of(exc)
     if any(word in line.lower() for word in _DAMAGED):
         line += " (the store file is damaged; it was left as it is)"
     return line
 
 
-def is_busy(exc: DBAPIError) -> bool:
-    """Whether the database refused for a lock or a conflict that a retry can outlast."""
+def is_busy(exc: DBAPIError, outage: Outage | None) -> bool:
+    """Whether the transaction may run again at once: PostgreSQL refused it for a conflict
+    that running it again resolves, or SQLite was still locked after the busy timeout and
+    no ``outage`` bound rides that out with backoff instead."""
     if getattr(exc.orig, "sqlstate", None) in _RETRY_SQLSTATES:
         return True
     message = str(exc.orig).lower()
-    return isinstance(exc, OperationalError) and ("locked" in message or "busy" in message)
+    locked = is_transient(exc) and ("locked" in message or "busy" in message)
+    return locked and (outage is None or outage.bound_s <= 0)
 
 
-def retrying(attempt: Callable[[], T], what: str) -> T:
-    """Run ``attempt`` (one whole transaction) until it is not refused as busy.
+def retrying(attempt: Callable[[], T], what: str, outage: Outage | None = None) -> T:
+    """Run ``attempt`` (one whole transaction) until it succeeds or fails for good.
 
-    The busy timeout already makes SQLite wait for the lock; should it still report the
-    database busy, or PostgreSQL a serialization failure, the transaction runs again.
+    A conflict runs again at once (:data:`WRITE_ATTEMPTS` in all, as does a locked SQLite
+    file when there is no ``outage`` bound); a transient error
+    (:func:`store.outage.is_transient`) runs again while ``outage`` allows, which sleeps
+    between attempts; without an ``outage`` it fails at once (no bound to keep).
     """
-    for number in range(WRITE_ATTEMPTS):
+    conflicts = 0
+    number = 0
+    while True:
         try:
-            return attempt()
+            result = attempt()
         except DBAPIError as exc:
-            if is_busy(exc) and number + 1 < WRITE_ATTEMPTS:
-                time.sleep(0.1 * (number + 1))
+            if is_busy(exc, outage) and conflicts + 1 < WRITE_ATTEMPTS:
+                conflicts += 1
+                time.sleep(0.1 * conflicts)
                 continue
-            raise StoreError(f"{what}: {one_line(exc)}") from exc
+            if outage is not None and outage.retry(exc, what, number):
+                number += 1
+                continue
+            suffix = outage.gave_up() if outage is not None and is_transient(exc) else ""
+            raise StoreError(f"{what}: {one_line(exc)}{suffix}") from exc
         except SQLAlchemyError as exc:
             raise StoreError(f"{what}: {one_line(exc)}") from exc
-    raise AssertionError("unreachable")
+        if outage is not None:
+            outage.reached()
+        return result
 
 
-def write(engine: Engine, work: Callable[[Session], T], what: str) -> T:
-    """Run ``work`` in one write transaction, retried whole while the database is busy."""
+def write(engine: Engine, work: Callable[[Session], T], what: str, outage: Outage | None = None) -> T:
+    """Run ``work`` in one write transaction, run again whole as :func:`retrying` says."""
 
     def attempt() -> T:
         with Session(engine, expire_on_commit=False) as session:
             with session.begin():
                 return work(session)
 
-    return retrying(attempt, what)
+    return retrying(attempt, what, outage)
 
 
-def read(engine: Engine, work: Callable[[Session], T], what: str) -> T:
-    """Run ``work`` in one read transaction: one consistent snapshot, no write lock."""
-    try:
+def read(engine: Engine, work: Callable[[Session], T], what: str, outage: Outage | None = None) -> T:
+    """Run ``work`` in one read transaction: one consistent snapshot, no write lock; run
+    again while the database is unreachable and ``outage`` allows."""
+
+    def attempt() -> T:
         with Session(engine) as session:
             with session.begin():
                 return work(session)
-    except SQLAlchemyError as exc:
-        raise StoreError(f"{what}: {one_line(exc)}") from exc
+
+    return retrying(attempt, what, outage)

@@ -102,7 +102,8 @@ def test_writer_waits_for_the_lock_instead_of_failing(store: Store, helpers, db_
 
 
 def test_lock_held_past_the_timeout_is_a_store_error(db_path: Path, helpers) -> None:
-    with Store(f"sqlite:///{db_path}", busy_timeout=0.1) as store:
+    # retry_seconds=0: no riding out (test_outage.py retries past the busy timeout)
+    with Store(f"sqlite:///{db_path}", busy_timeout=0.1, retry_seconds=0) as store:
         run_id = store.create_run({}, seed=1, task="t")
         holder = sqlite3.connect(db_path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
