@@ -42,17 +42,16 @@ from typing import Any
 
 from dogma_evolve.evaluation.protocol import Pool
 from dogma_evolve.evaluation.tasks import derive_seed  # the one seed derivation: tasks' data streams too
-from dogma_evolve.evaluation.tasks.imported import import_recorded
 from dogma_evolve.evaluation.transfer import spearman
 from dogma_evolve.evolution import assisted
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.evaluating import Evaluator, quality_of, stored_result
+from dogma_evolve.evolution.evaluating import quality_of, stored_result
 from dogma_evolve.evolution.export import WEIGHTS_ARTIFACT
 from dogma_evolve.evolution.policy import OperatorPolicy, outcome
 from dogma_evolve.evolution.selection import assign_rank_and_crowding, best_of, pareto_front
 from dogma_evolve.evolution.spaces.contract import Discard, Genotype, SearchSpace
-from dogma_evolve.evolution.spaces.registry import SPACES
 from dogma_evolve.evolution.strategies import make_strategy
+from dogma_evolve.evolution.study.stored_run import StoredRun
 from dogma_evolve.evolution.transfer_audit import TransferAudit
 from dogma_evolve.evolution.types import Candidate, Event, GenerationReport, individual_class
 from dogma_evolve.store import (
@@ -97,15 +96,48 @@ class Engine:
         run_id: str | None = None,
         on_event: Event | None = None,
     ):
-        self.config, self.store, self.pool = config, store, pool
+        """A new run of ``config``, created and held by this engine (every refusal first:
+        `StoredRun.create`); with ``run_id``, that stored run run on with ``config``, claimed
+        (`RunHeld` while another driver is alive). `Engine.bind` binds to a `StoredRun`
+        already open, `Engine.resume` opens one."""
+        driver = driver_token()
+        if run_id is None:
+            stored = StoredRun.create(store, config, driver=driver)
+        else:
+            stored = StoredRun(store, run_id, config, config.to_dict(), "search")
+        self._attach(stored, pool, on_event, driver, claim=run_id is not None)
+
+    @classmethod
+    def bind(cls, stored: StoredRun, pool: Pool | None, on_event: Event | None = None) -> Engine:
+        """The engine of ``stored``, a search opened once (`StoredRun.open` or `create`): its
+        config (`StoredRun.config`: `run_on`'s), space and evaluator become the engine's; its
+        user tasks and block kinds imported with the code they were pinned to; claimed by
+        this driver and marked running. Refused: a run that is no search (`KeyError`), code
+        that cannot be imported or changed since it was pinned (`TaskCodeError`,
+        `PluginError`: `ValueError`s), a run another live driver holds (`RunHeld`)."""
+        stored.require_search()
+        # a user's task and block kinds run with the code they were pinned to, or not at all
+        stored.import_code(f"resuming run {stored.run_id}")
+        engine = cls.__new__(cls)
+        engine._attach(stored, pool, on_event, driver_token(), claim=True)  # RunHeld
+        stored.store.set_run_status(stored.run_id, "running")
+        return engine
+
+    def _attach(
+        self, stored: StoredRun, pool: Pool | None, on_event: Event | None, driver: str, claim: bool
+    ) -> None:
+        config = stored.config
+        self.stored, self.config, self.store, self.pool = stored, config, stored.store, pool
+        self.run_id = stored.run_id
         self.tasks = config.tasks
-        self.space: SearchSpace = SPACES[config.space].from_config(config)
+        self.space: SearchSpace = stored.space
         self.strategy = make_strategy(
             config.strategy, config.sample_size, config.quality_floor, config.parents
         )
         self.Individual = individual_class(len(config.objectives))
         self.on_event: Event = on_event or (lambda kind, data: None)
-        self.evaluator = Evaluator(config, self.space, store, run_id or "", self.on_event)
+        self.evaluator = stored.evaluator  # the run's: this engine's events, a fresh count
+        self.evaluator.on_event, self.evaluator.spent, self.evaluator.history = self.on_event, 0, []
         self.transfer = TransferAudit.of(config, self.space)  # None: a single-fidelity run
         self.reports: list[GenerationReport] = []
         self._predicted: list[float | None] = []  # the surrogate's predictions for the next births
@@ -117,14 +149,17 @@ class Engine:
         self._elites: list[Genotype] = []
         self.seen: set[str] = set()  # genome ids born in this run: children must be new
         self.stop_reason: str | None = None  # why `run` ended
-        if run_id is None and config.memory_from:
-            self._inherit(config.memory_from)  # refused before the run exists: no row is left
-        driver = driver_token()
-        self.run_id = run_id or store.create_run(config.to_dict(), config.seed, config.task, driver=driver)
-        self.evaluator.run_id = self.run_id
-        self.liveness = Heartbeat(store, self.run_id, driver)  # `with engine.liveness:` holds the run
-        if run_id is not None:
+        self.liveness = Heartbeat(self.store, self.run_id, driver)  # `with engine.liveness:` holds the run
+        if claim:
             self.liveness.claim()  # RunHeld while another driver of the run is alive
+        if config.memory_from and (not claim or self._committed() < 0):
+            credit, self._elites = stored.memory()  # taken before generation 0 only
+            self.policy.inherit(credit)
+
+    def _committed(self) -> int:
+        """The run's last committed generation (-1: none)."""
+        record = self.store.get_run(self.run_id)
+        return record.last_generation if record is not None else -1
 
     @property
     def spent(self) -> int:
@@ -186,23 +221,8 @@ class Engine:
         where it runs), claimed by this driver (`RunHeld` while another is alive). Refused: an
         unknown run or one that is no search (`KeyError`), a user task whose code cannot be
         imported or changed since it was pinned (`TaskCodeError`, a `ValueError`)."""
-        record = store.get_run(run_id)
-        if record is None:
-            raise KeyError(f"no run {run_id!r} in this store")
-        if record.kind == "scale":  # its generations are points of a ladder
-            raise KeyError(f"run {run_id} is an evolve scale ladder, not a search: run evolve scale again")
-        if record.kind == "ablate":  # its generations are trainings of variants
-            raise KeyError(f"run {run_id} is an evolve ablate run, not a search: run evolve ablate again")
-        # a user's task runs with the code it was pinned to, or not at all (TaskCodeError)
-        import_recorded(record.task.split(","), f"resuming run {run_id}")
-        if record.config.get("plugins"):  # its block kinds, pinned the same way (PluginError)
-            from dogma_evolve.phenotype.plugins import import_pinned
-
-            import_pinned(record.config["plugins"])
-        config = RunConfig.from_dict({**record.config, **overrides})
-        engine = cls(config, store, pool, run_id=run_id, on_event=on_event)  # claims: RunHeld
-        store.set_run_status(run_id, "running")
-        return engine
+        stored = StoredRun.open(store, run_id, search=True, **overrides)  # KeyError: none, or no search
+        return cls.bind(stored, pool, on_event=on_event)
 
     def _canonical_ids(self, stored: dict[str, str]) -> set[str]:
         """The canonical ids of stored genomes ({id: yaml}) that are not canonical: a stored
@@ -449,23 +469,6 @@ class Engine:
         added = [ArchiveIn(gid, self.archive[gid][1]) for gid in self.archive if gid not in before]
         removed = sorted(before - set(self.archive))
         return added, removed
-
-    def _inherit(self, source_run: str) -> None:
-        if self.store.get_run(source_run) is None:
-            raise KeyError(f"no run {source_run!r} to take memory from")
-        if "credit" in self.config.memory_parts:
-            self.policy.inherit(self.store.policy(source_run))
-        if "elites" not in self.config.memory_parts:
-            return
-        for a in self.store.archive(source_run):
-            try:
-                genome = self.space.parse(a.yaml)
-            except (ValueError, KeyError) as e:  # another space's elites do not fit here
-                raise ValueError(
-                    f"run {source_run}'s elites are not {self.space.name} genomes: {e}"
-                ) from None
-            if self.space.violation(genome) is None:
-                self._elites.append(genome)
 
     # -- store ----------------------------------------------------------------------------
     def _commit(self, generation: int, children: list[Candidate], population: list[Candidate]) -> None:

@@ -11,14 +11,17 @@ import random
 
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.spaces.contract import SearchSpace
 from dogma_evolve.evolution.spaces.registry import SPACES
 
 
-def check_feasible(config: RunConfig) -> None:
+def check_feasible(config: RunConfig) -> SearchSpace:
     """Refuse a configuration under which the space cannot make one genome (e.g. a
-    `--max-params` below the smallest genome of the task's vocabulary)."""
-    space = SPACES[config.space].from_config(config)
+    `--max-params` below the smallest genome of the task's vocabulary); the space it built,
+    which the run then keeps (`StoredRun.create`)."""
+    space: SearchSpace = SPACES[config.space].from_config(config)
     try:
         space.sample(random.Random(config.seed))
     except RuntimeError as e:  # evolution.spaces.dogma.seeds.random_genome: none found under the budget
         raise UsageError(f"--max-params {config.max_params:,} is too small for this task: {e}") from None
+    return space

@@ -51,7 +51,6 @@ from dogma_evolve.evaluation.precision import LEGACY_PRECISION, pool_precision
 from dogma_evolve.evolution.ablate.changes import Change, derive_changes, normalise
 from dogma_evolve.evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.evaluating import Evaluator
 from dogma_evolve.evolution.training_run import TrainingRecorder
 from dogma_evolve.evolution.types import Candidate
 from dogma_evolve.genome import Genome
@@ -175,7 +174,7 @@ def make_plan(
     """The ablation of ``record`` (module docstring); ``AblateError`` when it cannot be made:
     a run that is no DOGMA search, seeds out of range, an ``only`` name the genome has no
     change of."""
-    from dogma_evolve.evolution.spaces.registry import SPACES
+    from dogma_evolve.evolution.study.stored_run import StoredRun
     from dogma_evolve.phenotype import account
 
     if not 1 <= seeds <= MAX_SEEDS:
@@ -184,13 +183,12 @@ def make_plan(
     run = store.get_run(record.run_id)
     if run is None:  # pragma: no cover - an individual's run exists (foreign key)
         raise AblateError(f"individual {record.id}: no run {record.run_id}")
-    config = RunConfig.from_dict(run.config)
-    if config.space != "dogma":
+    if (run.config or {}).get("space", "dogma") != "dogma":
         raise AblateError(
-            f"individual {record.id} is of the {config.space} space: only DOGMA genomes are ablated"
+            f"individual {record.id} is of the {run.config['space']} space: only DOGMA genomes are ablated"
         )
-    space = SPACES[config.space].from_config(config)
-    evaluator = Evaluator(config, space, store, run.id, on_event=lambda *_: None)
+    stored = StoredRun.open(store, run.id)  # its config and evaluator (fidelities, seeds), read once
+    config, evaluator = stored.config, stored.evaluator
     baseline = Genome.from_yaml(record.yaml)
     changes = derive_changes(baseline)
     if only:

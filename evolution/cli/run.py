@@ -104,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         search.on_ladder_point = ladder_point_printer(progress.console, progress.t0)
     interrupted = False
     with progress, ctrl_c:
-        progress.start(search.run_id, RunConfig.from_dict({**search.run.config, **search.overrides}))
+        progress.start(search.run_id, search.config)  # the run's, read once (`StoredRun`)
         try:
             search.optimize()
         except RunHeld as e:  # another evolve run drives it now
@@ -122,8 +122,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     seen = invocation_candidates(engine, search.population)
     front = pareto_front(seen, floor=engine.config.quality_floor)
     run = search.run
-    # the one rule `report`, `export --best` and `Search.best_individual` use (`RunView.best`)
-    best_summary = record_summary(best_individual(store, engine.run_id), engine.space)
+    # the one rule `report`, `export --best` and `Search.best_individual` use (`StoredRun.best`),
+    # on the run this search opened once
+    best_summary = record_summary(best_individual(store, engine.run_id, search.stored), engine.space)
     selected_by = "ladder" if ladder_choice(store, engine.run_id) is not None else "search"
     result = {
         "run_id": engine.run_id,

@@ -23,11 +23,10 @@ from sqlalchemy.orm import Session
 
 from dogma_evolve.evaluation.transfer import spearman
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.evaluating import Evaluator, quality_of, stored_result
+from dogma_evolve.evolution.evaluating import quality_of, stored_result
 from dogma_evolve.evolution.policy import OperatorPolicy, outcome
 from dogma_evolve.evolution.scale.ladder_report import ladder_summary
-from dogma_evolve.evolution.spaces.registry import SPACES
-from dogma_evolve.evolution.study.results import RunView
+from dogma_evolve.evolution.study.stored_run import StoredRun
 from dogma_evolve.evolution.transfer_audit import first_stage_score, ranked_by
 from dogma_evolve.evolution.types import individual_class
 from dogma_evolve.store import IndividualRecord, PolicyRecord, RunRecord, Store
@@ -195,9 +194,8 @@ def collect(store: Store, run_id: str) -> ReportData:
     run = store.get_run(run_id)
     if run is None:
         raise KeyError(f"no run {run_id!r}")
-    config = RunConfig.from_dict(run.config)
-    space = SPACES[config.space].from_config(config)
-    evaluator = Evaluator(config, space, store, run_id, lambda kind, data: None)
+    stored = StoredRun.open(store, run_id)  # config, space and evaluator, read once
+    config, space, evaluator = stored.config, stored.space, stored.evaluator
     cls = individual_class(len(config.objectives))
     multi_fidelity = config.multi_fidelity
 
@@ -274,7 +272,7 @@ def collect(store: Store, run_id: str) -> ReportData:
         )
 
     ok = [b for b in births if b.status == "ok" and b.final]
-    chosen_best = RunView(store, run_id).best()  # the rule every reader shares
+    chosen_best = stored.best()  # the rule every reader shares
     best = None if chosen_best is None else by_id.get(chosen_best.id)
     fronts = {}
     for cost in ("params", "state_bytes"):

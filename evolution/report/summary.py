@@ -64,15 +64,14 @@ def resolve_individual(store: Store, key: str, run_id: str | None = None) -> Ind
 
 def with_recorded_kinds(store: Store, run_id: str, record: IndividualRecord) -> IndividualRecord:
     """``record`` (of run ``run_id``), once the plugin kinds its run recorded
-    (``RunConfig.plugin_code``) stand in for their genes (`genome.kinds.register_recorded`):
+    (``RunConfig.plugin_code``) stand in for their genes (`stored_run.register_recorded_kinds`):
     a reader parses and shows its genome, and its ancestors', without importing the plugin
     (a command that builds the model imports the plugin after this, and its real genes
     replace the stand-ins)."""
-    from dogma_evolve.genome.kinds import register_recorded
+    from dogma_evolve.evolution.study.stored_run import register_recorded_kinds
 
     run = store.get_run(run_id)
-    for plugin in ((run.config.get("plugin_code") or {}) if run is not None else {}).values():
-        register_recorded(plugin["genes"])
+    register_recorded_kinds(run.config if run is not None else {})
     return record
 
 
@@ -86,12 +85,12 @@ def latest_run(store: Store) -> str:
     return run.id
 
 
-def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
-    """The run's (default: newest run's) best individual: for a search, `RunView.best`, the
+def best_individual(store: Store, run_id: str | None, stored: Any = None) -> IndividualRecord:
+    """The run's (default: newest run's) best individual: for a search, `StoredRun.best`, the
     one rule `run`'s summary, `export --best` and the Python API share (the ladder's rank 1
     under ``select_by: ladder``, else the best confirmed under the run's seeds, quality ↑
     then params ↓); for another kind of run (scale, ablate), its best evaluated individual
-    in that order."""
+    in that order. ``stored``: the run already open (a `StoredRun`), else it is opened."""
     from dogma_evolve.evolution.evaluating import quality_of
 
     if run_id is None:
@@ -100,13 +99,13 @@ def best_individual(store: Store, run_id: str | None) -> IndividualRecord:
     if run is None:
         raise UsageError(f"no run {run_id}")
     if run.kind == "search":
-        from dogma_evolve.evolution.study.results import RunView
+        from dogma_evolve.evolution.study.stored_run import StoredRun
 
-        best = RunView(store, run_id).best()
+        best = (stored if stored is not None else StoredRun.open(store, run_id)).best()
         if best is None:
             raise UsageError(f"run {run_id} has no successfully evaluated individual")
         record = store.individual(best.id)
-        assert record is not None  # RunView read it from this store
+        assert record is not None  # the stored run read it from this store
         return with_recorded_kinds(store, run_id, record)
     evaluated = [i for i in store.individuals(run_id) if i.status == "ok"]
     if not evaluated:
@@ -140,7 +139,7 @@ def record_summary(record: IndividualRecord, space: Any = None) -> dict[str, Any
 def ladder_choice(store: Store, run_id: str) -> IndividualRecord | None:
     """The individual ranked 1 by the run's latest ladder when the run selects by the ladder
     (``select_by: ladder``); None otherwise, or when its ladder ranked none."""
-    from dogma_evolve.evolution.study.results import ladder_choice_id
+    from dogma_evolve.evolution.study.stored_run import ladder_choice_id
 
     run = store.get_run(run_id)
     chosen = None if run is None else ladder_choice_id(store, run_id, getattr(run, "config", None) or {})
@@ -302,15 +301,14 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     `compute` (`compute_totals`), per generation and for the run. `transfer`: the fidelity
     transfer per generation of a multi-fidelity run (`evolution.transfer_audit`), and
     `transfer_warning` when its Spearman ρ is below 0.3."""
-    from dogma_evolve.evolution.config import RunConfig
     from dogma_evolve.evolution.evaluating import quality_of, stored_result
-    from dogma_evolve.evolution.spaces.registry import SPACES
+    from dogma_evolve.evolution.study.stored_run import StoredRun
 
     run = store.get_run(run_id)
     if run is None:
         raise UsageError(f"no run {run_id}")
-    config = RunConfig.from_dict(run.config)
-    space = SPACES[config.space].from_config(config)
+    stored = StoredRun.open(store, run_id)  # config and space read once, the best by its rule
+    config, space = stored.config, stored.space
     individuals = store.individuals(run_id)
     generations = []
     failures: dict[str, int] = {}
@@ -354,8 +352,8 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
             }
         )
     transfer = run_transfer(store, run_id, config, space, individuals)
-    try:  # the run's best by the rule every reader shares (`RunView.best`)
-        best_record = record_summary(best_individual(store, run_id), space)
+    try:  # the run's best by the rule every reader shares (`StoredRun.best`)
+        best_record = record_summary(best_individual(store, run_id, stored), space)
     except UsageError:  # nothing evaluated successfully yet
         best_record = None
     return {

@@ -22,6 +22,8 @@ from dogma_evolve.evolution.study.task_arg import importing_script, task_text
 
 if TYPE_CHECKING:
     from dogma_evolve.evolution.config import RunConfig
+    from dogma_evolve.evolution.spaces.contract import SearchSpace
+    from dogma_evolve.evolution.study.stored_run import StoredRun
     from dogma_evolve.store import Store
 
 DEFAULT_STORE = "sqlite:///evolve.db"
@@ -51,22 +53,22 @@ def create_search(
         config = RunConfig(task=task_text(task), **options)
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
-    check_feasible(config)
+    space = check_feasible(config)  # the run's space, built once
     opened, owns = _open(store, create=not config.memory_from)
     try:
-        if config.memory_from:
+        if config.memory_from:  # the run's id in full (the space reads none of it)
             config = replace(config, memory_from=opened.resolve_run(config.memory_from))
         if load_if_exists:
             found = _same_search(opened, config)
             if found is not None:
                 overrides = {k: getattr(config, k) for k in RESUME_OVERRIDES if k in options}
                 return Search(opened, found, overrides, owns_store=owns)
-        run_id = _new_run(opened, config)
+        stored = _new_run(opened, config, space)
     except BaseException:
         if owns:
             opened.close()
         raise
-    return Search(opened, run_id, owns_store=owns)
+    return Search(opened, stored.run_id, owns_store=owns, stored=stored)
 
 
 def load_search(store: str | Store = DEFAULT_STORE, run_id: str | None = None, **overrides: Any) -> Search:
@@ -142,17 +144,15 @@ def _same_search(store: Store, config: RunConfig) -> str | None:
     return None
 
 
-def _new_run(store: Store, config: RunConfig) -> str:
-    """Create the run (the engine's refusals first: `memory_from` of another space) and let
-    it go: nobody drives it until `Search.optimize`."""
-    from dogma_evolve.evolution.engine import Engine  # torch
+def _new_run(store: Store, config: RunConfig, space: SearchSpace) -> StoredRun:
+    """Create the run (the refusals first: `memory_from` of another space), held by nobody
+    until `Search.optimize` binds an engine to it; no engine is built here."""
+    from dogma_evolve.evolution.study.stored_run import StoredRun  # torch
 
     try:
-        engine = Engine(config, store, None)
+        return StoredRun.create(store, config, space=space)
     except (KeyError, ValueError) as e:
         raise UsageError(str(e).strip("'\"")) from None
-    store.release_run(engine.run_id, engine.liveness.driver)
-    return engine.run_id
 
 
 __all__ = ["DEFAULT_STORE", "create_search", "load_search"]

@@ -1,10 +1,7 @@
-"""What a stored search found, read from its store by the engine's own rules: its individuals
-as plain records (`Individual`), the best one (`RunView.best`, the rule every reader shares),
-the Pareto front (`selection.pareto_front`, over the individuals evaluated in full) and one
-row per evaluation.
-
-Nothing here imports a user's task code: the space is rebuilt from the run's record
-(`RunConfig.task_code`), as the reading commands do.
+"""What a stored search found, as plain data: its individuals as records (`Individual`,
+made by `stored_run.StoredRun`, which also answers the best and the front by the engine's own
+rules) and one row per evaluation (`evaluation_rows`, `dataframe`). Nothing here imports a
+user's task code.
 """
 
 from __future__ import annotations
@@ -14,11 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.evaluating import Evaluator, quality_of, seeds_of, stored_result
-from dogma_evolve.evolution.selection import best_of, pareto_front
-from dogma_evolve.evolution.spaces.registry import SPACES
-from dogma_evolve.evolution.types import Candidate, individual_class
+from dogma_evolve.evolution.evaluating import quality_of
+from dogma_evolve.evolution.types import Candidate
 from dogma_evolve.store import IndividualRecord, Store
 
 #: the columns of `evaluation_rows`, in order (`metrics` holds the whole metrics dict)
@@ -70,83 +64,8 @@ class Individual:
         return None if value is None else int(value)
 
 
-class RunView:
-    """A stored search, read: its config, its individuals with the engine's fitness."""
-
-    def __init__(self, store: Store, run_id: str) -> None:
-        record = store.get_run(run_id)
-        if record is None:
-            raise KeyError(f"no run {run_id!r} in this store")
-        self.store, self.run_id = store, run_id
-        self.config = RunConfig.from_dict(record.config)
-        self.space = SPACES[self.config.space].from_config(self.config)
-        self.evaluator = Evaluator(self.config, self.space, store, run_id, lambda kind, data: None)
-
-    def candidates(self) -> list[tuple[Candidate, Individual]]:
-        """Every birth as the engine's candidate (fitness set) beside its plain record."""
-        cls = individual_class(len(self.config.objectives))
-        out = []
-        for rec in self.store.individuals(self.run_id):
-            cand = cls(self.space.parse(rec.yaml))
-            cand.id, cand.generation = rec.id, rec.generation
-            rows = [e for e in rec.evaluations if e.task == self.config.task]
-            cand.status, cand.metrics, fidelity = stored_result(rows)
-            # as the engine stored it (`Evaluator.evaluate`: a violator is `invalid`, never
-            # trained), so a reader needs no accounting, nor a plugin's code for it
-            cand.violation = cand.metrics.get("violation") if cand.status == "invalid" else None
-            cand.metrics.pop("cached_from", None)
-            final = cand.status is not None and fidelity == self.evaluator.fidelity_for(cand, final=True)
-            cand.record.final = final
-            cand.fitness.values = self.evaluator.fitness(cand) if cand.status else self.failed()
-            out.append((cand, _individual(rec, cand, fidelity, final)))
-        return out
-
-    def failed(self) -> tuple[float, ...]:
-        from dogma_evolve.evolution.evaluating import FAILED_COST, FAILED_QUALITY
-
-        return (FAILED_QUALITY,) + (FAILED_COST,) * (len(self.config.objectives) - 1)
-
-    def best(self) -> Individual | None:
-        """The run's best, by the one rule every reader uses (`run`'s summary, `report`,
-        `export --best`, `Search.best_individual`, the HTML page): for a run that selects by
-        its ladder, the latest ladder's rank 1 when one was ranked; otherwise, of the
-        individuals evaluated in full (else evaluated at all), those confirmed under the
-        run's `confirm` seeds when any is (`Evaluator.confirm`), the first in
-        `selection.best_of`'s order; None when none was evaluated successfully."""
-        pairs = self.candidates()
-        chosen = ladder_choice_id(self.store, self.run_id, self.config)
-        if chosen is not None:
-            return next(i for _, i in pairs if i.id == chosen)
-        ok = [(c, i) for c, i in pairs if c.status == "ok" and not c.violation]
-        pool = [p for p in ok if p[1].final] or ok
-        pool = [p for p in pool if seeds_of(p[0].metrics) >= self.config.confirm] or pool
-        if not pool:
-            return None
-        by_cand = {id(c): i for c, i in pool}
-        return by_cand[id(best_of([c for c, _ in pool]))]
-
-    def front(self) -> list[Individual]:
-        """The (quality ↑, params ↓) front of the individuals evaluated in full, best first."""
-        pairs = self.candidates()
-        by_cand = {id(c): i for c, i in pairs}
-        final = [c for c, i in pairs if i.final]
-        return [by_cand[id(c)] for c in pareto_front(final, floor=self.config.quality_floor)]
-
-
-def ladder_choice_id(store: Store, run_id: str, config: RunConfig | dict[str, Any]) -> int | None:
-    """The individual ranked 1 by the run's latest ladder when the run selects by its ladder
-    (``select_by: ladder``); None otherwise, or when its ladder ranked none."""
-    select_by = config.get("select_by") if isinstance(config, dict) else config.select_by
-    if select_by != "ladder":
-        return None
-    rows = store.ladder(run_id)
-    if not rows:
-        return None
-    last = max(r.generation for r in rows)
-    return next((r.individual_id for r in rows if r.generation == last and r.rank == 1), None)
-
-
-def _individual(rec: IndividualRecord, cand: Candidate, fidelity: Any, final: bool) -> Individual:
+def individual_of(rec: IndividualRecord, cand: Candidate, fidelity: Any, final: bool) -> Individual:
+    """The plain record of birth ``rec`` read as the engine's candidate ``cand``."""
     return Individual(
         id=rec.id,
         run_id=rec.run_id,
@@ -218,4 +137,4 @@ def dataframe(rows: Sequence[dict[str, Any]]) -> Any:
     return pandas.DataFrame(flat, columns=None if flat else [c for c in COLUMNS if c != "metrics"])
 
 
-__all__ = ["COLUMNS", "Individual", "RunView", "dataframe", "evaluation_rows"]
+__all__ = ["COLUMNS", "Individual", "dataframe", "evaluation_rows", "individual_of"]

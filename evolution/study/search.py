@@ -7,9 +7,10 @@
     search.evaluations_dataframe()                   the same as a pandas DataFrame
     search.export(path, individual=None, format="standalone"|"hf")
 
-A `Search` holds a store and a run id; everything it reports is read from the store, so it is
-the same in another process, after a resume, or while the run is being driven elsewhere.
-`create_search` and `load_search` (`evolution.study.opening`) make one.
+A `Search` holds a store and its run, opened once (`stored_run.StoredRun`: config, space,
+evaluator; the engine `optimize` binds shares them); everything it reports is read from the
+store, so it is the same in another process, after a resume, or while the run is being driven
+elsewhere. `create_search` and `load_search` (`evolution.study.opening`) make one.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dogma_evolve.evolution.errors import UsageError
-from dogma_evolve.evolution.study.results import Individual, RunView, dataframe, evaluation_rows
+from dogma_evolve.evolution.study.results import Individual, dataframe, evaluation_rows
 from dogma_evolve.evolution.study.running import Callback, drive, events, stopping
 from dogma_evolve.evolution.types import Event
 
 if TYPE_CHECKING:
     from dogma_evolve.evolution.config import RunConfig
     from dogma_evolve.evolution.engine import Engine
+    from dogma_evolve.evolution.study.stored_run import StoredRun
     from dogma_evolve.store import RunRecord, Store
 
 
@@ -35,12 +37,19 @@ class Search:
     (`running.RESUME_OVERRIDES`: workers, ray_address, timeout_s, the ladder's options).
     ``on_event(kind, data)`` sees the engine's progress ("generation", "result",
     "committed"; `evolve run`'s display uses it), ``on_ladder_point`` each size-ladder
-    training. After `optimize`, ``engine`` and ``population`` are that call's."""
+    training. After `optimize`, ``engine`` and ``population`` are that call's. ``stored``: the
+    run already open (`create_search`'s); else it is opened on first use."""
 
     def __init__(
-        self, store: Store, run_id: str, overrides: dict[str, Any] | None = None, owns_store: bool = False
+        self,
+        store: Store,
+        run_id: str,
+        overrides: dict[str, Any] | None = None,
+        owns_store: bool = False,
+        stored: StoredRun | None = None,
     ):
         self.store, self.run_id = store, run_id
+        self._stored = stored
         self.overrides = dict(overrides or {})
         self.owns_store = owns_store
         self.on_event: Event | None = None
@@ -62,11 +71,20 @@ class Search:
         return record
 
     @property
-    def config(self) -> RunConfig:
-        """The settings the search was made with (`RunConfig`)."""
-        from dogma_evolve.evolution.config import RunConfig
+    def stored(self) -> StoredRun:
+        """The run, opened once (`StoredRun.open`, with this search's overrides): a `KeyError`
+        when the store has no such run."""
+        if self._stored is None:
+            from dogma_evolve.evolution.study.stored_run import StoredRun
 
-        return RunConfig.from_dict(self.run.config)
+            self._stored = StoredRun.open(self.store, self.run_id, **self.overrides)
+        return self._stored
+
+    @property
+    def config(self) -> RunConfig:
+        """The settings the search runs with (`RunConfig`: as made, with the overrides it
+        was loaded with)."""
+        return self.stored.config
 
     def optimize(
         self,
@@ -83,18 +101,15 @@ class Search:
         whose code changed since it was pinned (UsageError), a run another live driver
         holds (`store.liveness.RunHeld`)."""
         from dogma_evolve.evolution.engine import Engine  # torch
-        from dogma_evolve.evolution.evaluating import Evaluator
 
-        view = RunView(self.store, self.run_id)  # KeyError: no such run
-        spent = Evaluator(view.config, view.space, self.store, self.run_id, lambda k, d: None).count_spent()
-        overrides = {
-            **self.overrides,
-            **stopping(self.run.last_generation, spent, generations, evaluations),
-        }
+        stored = self.stored  # KeyError: no such run
+        spent = stored.evaluator.count_spent()
+        stop = stopping(self.run.last_generation, spent, generations, evaluations)
         self.stop_requested = False
         on_event = events(self, self.on_event, list(callbacks))
         try:
-            engine = Engine.resume(self.run_id, self.store, None, on_event=on_event, **overrides)
+            stored.run_on(**stop)  # how far this call runs, over the settings as loaded
+            engine = Engine.bind(stored, None, on_event=on_event)
         except (KeyError, ValueError) as e:  # not a search; a user task's code changed
             raise UsageError(str(e).strip("'\"")) from None
         self.engine = engine
@@ -110,7 +125,7 @@ class Search:
     def best_individual(self) -> Individual:
         """The best individual evaluated in full (quality, then fewer parameters); a
         UsageError while none has been evaluated successfully."""
-        best = RunView(self.store, self.run_id).best()
+        best = self.stored.best()
         if best is None:
             raise UsageError(f"run {self.run_id} has no successfully evaluated individual yet")
         return best
@@ -119,11 +134,11 @@ class Search:
     def pareto_front(self) -> list[Individual]:
         """The (quality ↑, parameters ↓) front of the individuals evaluated in full, best
         quality first (below the quality floor only while none clears it)."""
-        return RunView(self.store, self.run_id).front()
+        return self.stored.front()
 
     def individuals(self) -> list[Individual]:
         """Every birth of the search, oldest first, with its result on the run's task."""
-        return [i for _, i in RunView(self.store, self.run_id).candidates()]
+        return [i for _, i in self.stored.candidates()]
 
     def evaluations(self) -> list[dict[str, Any]]:
         """One plain dict per evaluation (`results.COLUMNS`): every task, fidelity and seed."""
@@ -140,22 +155,15 @@ class Search:
         """Write ``individual`` (default: `best_individual`) as a standalone model directory
         (``format="hf"``: a transformers one) at ``path``, which must not hold anything;
         what was written (`evolution.export.export_individual`)."""
-        from dogma_evolve.evaluation.tasks.imported import import_recorded  # torch
-        from dogma_evolve.evolution.export import export_individual
+        from dogma_evolve.evolution.export import export_individual  # torch
 
         chosen = self.best_individual if individual is None else individual
         key = chosen if isinstance(chosen, int) else chosen.id
         record = self.store.individual(key)
         if record is None or record.run_id != self.run_id:
             raise UsageError(f"no individual {key} in run {self.run_id}")
-        plugins = (self.run.config or {}).get("plugins")
-        try:
-            if plugins:  # its block kinds, imported with the code they were pinned to (as `evolve export`)
-                from dogma_evolve.phenotype.plugins import import_pinned
-
-                import_pinned(plugins)
-            if record.evaluation is not None:  # its example batch (and a replay) runs the task's code
-                import_recorded([record.evaluation.task], f"exporting individual {record.id}")
+        try:  # its block kinds and task (its example batch, a replay), as `evolve export` does
+            self.stored.import_code(f"exporting individual {record.id}")
         except ValueError as e:  # PluginError, TaskCodeError: one line
             raise UsageError(str(e)) from None
         return export_individual(self.store, record, str(path), fmt=format)

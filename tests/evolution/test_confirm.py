@@ -1,6 +1,6 @@
 """A best that is what it claims (`RunConfig.confirm`, `Evaluator.confirm`): the population's
 best is re-trained under fresh seeds until it holds as their mean, a lucky single draw is
-never called best, and every reader names the same individual (`RunView.best`)."""
+never called best, and every reader names the same individual (`StoredRun.best`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dogma_evolve.evolution.objectives import seeds_text
 from dogma_evolve.evolution.report.html_data import collect
 from dogma_evolve.evolution.report.summary import best_individual, record_summary, report_lines, run_report
 from dogma_evolve.evolution.study import load_search
-from dogma_evolve.evolution.study.results import RunView
+from dogma_evolve.evolution.study.stored_run import StoredRun
 from dogma_evolve.store import Store
 
 nb201 = pytest.importorskip("dogma_evolve.evolution.spaces.nb201")
@@ -54,13 +54,13 @@ def lucky_run(store, **kw):
 
 
 def agreed_best(store, run_id):
-    """The best by each reader: `RunView`, `report`/`export --best`, the Python API, the
+    """The best by each reader: `StoredRun`, `report`/`export --best`, the Python API, the
     HTML page and `run`'s summary; they must be one individual."""
-    view = RunView(store, run_id).best()
+    view = StoredRun.open(store, run_id).best()
     record = best_individual(store, run_id)
     api = load_search(store, run_id).best_individual
     page = collect(store, run_id).best
-    summary = record_summary(record, RunView(store, run_id).space)
+    summary = record_summary(record, StoredRun.open(store, run_id).space)
     report = run_report(store, run_id)["best"]  # `evolve report`
     assert view.id == record.id == api.id == page == summary["id"] == report["id"]
     assert any(
@@ -79,7 +79,7 @@ def test_the_best_is_the_mean_of_three_seeds_and_a_lucky_draw_is_not_called_best
     assert "(sd over 3 seeds)" in seeds_text(summary["metrics"])
     first_draws = [
         (i.metrics.get("quality_seeds") or [i.quality])[0]
-        for _, i in RunView(store, engine.run_id).candidates()
+        for _, i in StoredRun.open(store, engine.run_id).candidates()
         if i.final and i.status == "ok"
     ]
     assert max(first_draws) > best.quality + LUCK / 2  # one draw alone would have called a fluke best

@@ -1,5 +1,5 @@
 """`evolve export --best` of a run that is no search (an `evolve scale` or `ablate` run): its best
-evaluated individual. A search's best is `RunView.best`, which every reader shares
+evaluated individual. A search's best is `StoredRun.best`, which every reader shares
 (tests/evolution/test_confirm.py)."""
 
 from __future__ import annotations

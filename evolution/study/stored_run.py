@@ -1,0 +1,257 @@
+"""`StoredRun`: one stored run, opened once. Every place that reopens a run goes through it:
+the engine (a new run and a resume), the Python API (`Search`), `evolve run`'s summary,
+`evolve report` (its text, JSON and HTML page), `evolve export --best` and `evolve ablate`.
+
+    StoredRun.create(store, config)        a new run's row, no engine built (nobody drives it)
+    StoredRun.open(store, run_id)          a stored run: its config parsed once, its space
+    StoredRun.open(store, run_id, **over)  ... with how far and where it runs changed
+    run.config, run.space, run.evaluator   the one of each the run has (the evaluator's sink
+                                           is a no-op until an engine binds to the run)
+    run.candidates(), run.best(), run.front()   its births by the engine's own rules
+    run.import_code(why)                   its pinned user tasks and block kinds, for a
+                                           command that trains or builds its models
+
+Reading imports no user code: the space is rebuilt from the run's record
+(`RunConfig.task_code`), and a plugin's genes are its recorded stand-ins
+(`genome.kinds.register_recorded`) until `import_code` imports the plugin itself. An engine
+binds to one (`Engine.bind(run, pool)`) and then shares its config, space and evaluator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.evaluating import (
+    FAILED_COST,
+    FAILED_QUALITY,
+    Evaluator,
+    seeds_of,
+    stored_result,
+)
+from dogma_evolve.evolution.selection import best_of, pareto_front
+from dogma_evolve.evolution.spaces.contract import Genotype, SearchSpace
+from dogma_evolve.evolution.spaces.registry import SPACES
+from dogma_evolve.evolution.study.results import Individual, individual_of
+from dogma_evolve.evolution.study.running import RESUME_OVERRIDES
+from dogma_evolve.evolution.types import Candidate, individual_class
+from dogma_evolve.store import PolicyRecord, RunRecord, Store
+
+
+def _quiet(kind: str, data: dict[str, Any]) -> None:
+    """The evaluator's sink while no engine drives the run: progress goes nowhere."""
+
+
+class StoredRun:
+    """Run ``run_id`` of ``store`` with ``config`` (module docstring); ``stored``: the config
+    as the store holds it (a dict). `open` and `create` make one."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        config: RunConfig,
+        stored: dict[str, Any],
+        kind: str,
+        space: SearchSpace | None = None,
+    ) -> None:
+        self.store, self.run_id, self.kind = store, run_id, kind
+        self.stored_config = stored
+        self.config = self.opened_config = config
+        self.space: SearchSpace = space if space is not None else SPACES[config.space].from_config(config)
+        self.evaluator = Evaluator(config, self.space, store, run_id, _quiet)
+        self._code_imported = False
+
+    def __repr__(self) -> str:
+        return f"StoredRun(run_id={self.run_id!r}, kind={self.kind!r})"
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, store: Store, run_id: str, *, search: bool = False, **overrides: Any) -> StoredRun:
+        """Stored run ``run_id`` (a `KeyError` when the store has none, or with ``search``
+        when it is no search: `require_search`), its config read once (`RunConfig.from_dict`)
+        with ``overrides`` (how far and where it runs, e.g. ``generations``) put over it; its
+        plugins' recorded genes stand in for theirs."""
+        record = store.get_run(run_id)
+        if record is None:
+            raise KeyError(f"no run {run_id!r} in this store")
+        if search:
+            _require_search(run_id, record.kind)
+        register_recorded_kinds(record.config)
+        config = RunConfig.from_dict({**record.config, **overrides})
+        return cls(store, run_id, config, dict(record.config), record.kind)
+
+    @classmethod
+    def create(
+        cls, store: Store, config: RunConfig, driver: str | None = None, space: SearchSpace | None = None
+    ) -> StoredRun:
+        """A new search's row for ``config``, held by ``driver`` when one is given (as
+        `Store.create_run`; None: nobody drives it until an engine claims it); ``space``: the
+        run's space when the caller built it already (`preflight.check_feasible`). Every refusal
+        comes first, so a refused run leaves no row: a `KeyError` for a `memory_from` run the
+        store lacks, a `ValueError` for one whose elites are not of this run's space."""
+        run = cls(store, "", config, config.to_dict(), "search", space)
+        if config.memory_from:
+            run.memory()  # its refusals, before the row exists
+        run.run_id = run.evaluator.run_id = store.create_run(
+            run.stored_config, config.seed, config.task, driver=driver
+        )
+        return run
+
+    # -- what it is --------------------------------------------------------------------------
+    @property
+    def record(self) -> RunRecord:
+        """The run's row as stored now: status, generations, evaluations."""
+        record = self.store.get_run(self.run_id)
+        if record is None:
+            raise KeyError(f"no run {self.run_id!r} in this store")
+        return record
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The run's tasks (pinned texts)."""
+        return tuple(self.config.tasks)
+
+    def require_search(self) -> None:
+        """A `KeyError` naming what to run instead when the run is no search."""
+        _require_search(self.run_id, self.kind)
+
+    def run_on(self, **overrides: Any) -> RunConfig:
+        """The config the next engine runs with: ``overrides`` (how far and where it runs:
+        `RESUME_OVERRIDES` and ``max_evaluations``) put over the config as opened, checked by
+        `RunConfig`; the space and the evaluator stay (neither depends on those)."""
+        bad = sorted(set(overrides) - set(RESUME_OVERRIDES) - {"max_evaluations"})
+        if bad:
+            raise ValueError(f"{bad[0]!r} cannot change on a stored run")
+        self.config = replace(self.opened_config, **overrides) if overrides else self.opened_config
+        self.evaluator.config = self.config
+        return self.config
+
+    def import_code(self, why: str) -> None:
+        """Import the run's user tasks and block kinds, each with the code it was pinned to
+        (once): a command that trains or builds the run's models calls this first. A
+        `ValueError` (`TaskCodeError`, `PluginError`) naming ``why`` when the code cannot be
+        imported or is not the pinned code."""
+        if self._code_imported:
+            return
+        from dogma_evolve.evaluation.tasks.imported import import_recorded  # torch
+
+        import_recorded(self.tasks, why)
+        plugins = self.stored_config.get("plugins")
+        if plugins:
+            from dogma_evolve.phenotype.plugins import import_pinned
+
+            import_pinned(plugins)
+        self._code_imported = True
+
+    def memory(self) -> tuple[list[PolicyRecord], list[Genotype]]:
+        """What the run takes from its ``memory_from`` run (`RunConfig.memory_parts`): that
+        run's operator credit and its elites that break no hard constraint here (empty for
+        a part not taken). A `KeyError` when that run is not in the store, a `ValueError`
+        when its elites are not genomes of this run's space."""
+        source = self.config.memory_from
+        if not source or self.store.get_run(source) is None:
+            raise KeyError(f"no run {source!r} to take memory from")
+        credit = self.store.policy(source) if "credit" in self.config.memory_parts else []
+        elites: list[Genotype] = []
+        if "elites" in self.config.memory_parts:
+            for a in self.store.archive(source):
+                try:
+                    genome = self.space.parse(a.yaml)
+                except (ValueError, KeyError) as e:  # another space's elites do not fit here
+                    raise ValueError(
+                        f"run {source}'s elites are not {self.space.name} genomes: {e}"
+                    ) from None
+                if self.space.violation(genome) is None:
+                    elites.append(genome)
+        return credit, elites
+
+    # -- what it found -----------------------------------------------------------------------
+    def candidates(self) -> list[tuple[Candidate, Individual]]:
+        """Every birth as the engine's candidate (fitness set, `Evaluator.fitness`) beside
+        its plain record, oldest first."""
+        cls = individual_class(len(self.config.objectives))
+        out = []
+        for rec in self.store.individuals(self.run_id):
+            cand = cls(self.space.parse(rec.yaml))
+            cand.id, cand.generation = rec.id, rec.generation
+            rows = [e for e in rec.evaluations if e.task == self.config.task]
+            cand.status, cand.metrics, fidelity = stored_result(rows)
+            # as the engine stored it (`Evaluator.evaluate`: a violator is `invalid`, never
+            # trained), so a reader needs no accounting, nor a plugin's code for it
+            cand.violation = cand.metrics.get("violation") if cand.status == "invalid" else None
+            cand.metrics.pop("cached_from", None)
+            final = cand.status is not None and fidelity == self.evaluator.fidelity_for(cand, final=True)
+            cand.record.final = final
+            cand.fitness.values = self.evaluator.fitness(cand) if cand.status else self.failed()
+            out.append((cand, individual_of(rec, cand, fidelity, final)))
+        return out
+
+    def failed(self) -> tuple[float, ...]:
+        """The fitness of a candidate that was never evaluated or failed."""
+        return (FAILED_QUALITY,) + (FAILED_COST,) * (len(self.config.objectives) - 1)
+
+    def best(self) -> Individual | None:
+        """The run's best, by the one rule every reader uses (`run`'s summary, `report`,
+        `export --best`, `Search.best_individual`, the HTML page): for a run stored to select
+        by its ladder, the latest ladder's rank 1 when one was ranked; otherwise, of the
+        individuals evaluated in full (else evaluated at all), those confirmed under the
+        run's `confirm` seeds when any is (`Evaluator.confirm`), the first in
+        `selection.best_of`'s order; None when none was evaluated successfully."""
+        pairs = self.candidates()
+        chosen = ladder_choice_id(self.store, self.run_id, self.stored_config)
+        if chosen is not None:
+            return next(i for _, i in pairs if i.id == chosen)
+        ok = [(c, i) for c, i in pairs if c.status == "ok" and not c.violation]
+        pool = [p for p in ok if p[1].final] or ok
+        pool = [p for p in pool if seeds_of(p[0].metrics) >= self.config.confirm] or pool
+        if not pool:
+            return None
+        by_cand = {id(c): i for c, i in pool}
+        return by_cand[id(best_of([c for c, _ in pool]))]
+
+    def front(self) -> list[Individual]:
+        """The (quality ↑, params ↓) front of the individuals evaluated in full, best first
+        (`selection.pareto_front`, the run's quality floor included)."""
+        pairs = self.candidates()
+        by_cand = {id(c): i for c, i in pairs}
+        final = [c for c, i in pairs if i.final]
+        return [by_cand[id(c)] for c in pareto_front(final, floor=self.config.quality_floor)]
+
+
+def _require_search(run_id: str, kind: str) -> None:
+    """A `KeyError` naming what to run instead when run ``run_id`` of ``kind`` is no search
+    (its generations are a ladder's points, an ablation's or a calibration's trainings)."""
+    if kind != "search":
+        what = "an evolve scale ladder" if kind == "scale" else f"an evolve {kind} run"
+        raise KeyError(f"run {run_id} is {what}, not a search: run evolve {kind} again")
+
+
+def register_recorded_kinds(config: dict[str, Any]) -> None:
+    """Let the plugin kinds a stored run recorded (``RunConfig.plugin_code``) stand in for
+    their genes, so its genomes parse without the plugin's code (the plugin, once imported,
+    replaces them)."""
+    recorded = config.get("plugin_code") or {}
+    if not recorded:
+        return
+    from dogma_evolve.genome.kinds import register_recorded
+
+    for plugin in recorded.values():
+        register_recorded(plugin["genes"])
+
+
+def ladder_choice_id(store: Store, run_id: str, config: RunConfig | dict[str, Any]) -> int | None:
+    """The individual ranked 1 by the run's latest ladder when the run selects by its ladder
+    (``select_by: ladder``); None otherwise, or when its ladder ranked none."""
+    select_by = config.get("select_by") if isinstance(config, dict) else config.select_by
+    if select_by != "ladder":
+        return None
+    rows = store.ladder(run_id)
+    if not rows:
+        return None
+    last = max(r.generation for r in rows)
+    return next((r.individual_id for r in rows if r.generation == last and r.rank == 1), None)
+
+
+__all__ = ["StoredRun", "ladder_choice_id", "register_recorded_kinds"]
