@@ -5,6 +5,8 @@
                                                 evaluations_dataframe, export (evolution.study)
     Engine(RunConfig(...), store, pool).run()   one search, committed generation by generation
     Engine.resume(run_id, store, pool)          continue a run from its last committed generation
+    StoredRun.open(store, run_id) / .create(store, config)   a stored run opened once: config,
+                                                space, evaluator, best(), front(); Engine.bind(run, pool)
     SPACES / DogmaSpace / NB201Space            search spaces behind one protocol (spaces/contract.py)
     make_strategy("nsga2"|"aging"|"local"|"random")   who breeds and who survives (STRATEGIES;
                                                 "regularized": aging's old name, for stored runs)
@@ -27,6 +29,7 @@ _EXPORTS = {
     "Search": "dogma_evolve.evolution.study",
     "Individual": "dogma_evolve.evolution.study",
     "Engine": "dogma_evolve.evolution.engine",
+    "StoredRun": "dogma_evolve.evolution.study.stored_run",
     "RunConfig": "dogma_evolve.evolution.config",
     "best_of": "dogma_evolve.evolution.engine",
     "derive_seed": "dogma_evolve.evolution.engine",

@@ -161,7 +161,7 @@ class Evaluator:
         or a resume trains the same keys) and make its quality the mean; stop once the best
         is confirmed, the budget is spent or every candidate was tried. One lucky draw then
         never stays the incumbent that local search breeds from, nor the run's best
-        (`study.results.RunView.best`). Each seed counts as an evaluation."""
+        (`study.stored_run.StoredRun.best`). Each seed counts as an evaluation."""
         need = self.config.confirm
         tried: set[int] = set()
         while need > 1:
