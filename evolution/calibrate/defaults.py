@@ -1,21 +1,37 @@
 """The defaults and limits of `evolve calibrate`, as plain data: the study (which loads torch)
-and the `evolve` parser (which must not: every command builds it) read them here."""
+and the `evolve` parser (which must not: every command builds it) read them here. What
+mirrors a search is read from `RunConfig`'s own fields (`evolution.config` loads no torch),
+so a change of the search's defaults moves calibration's with it."""
 
 from __future__ import annotations
 
-DEFAULT_STEPS = 300  # a search's full fidelity (RunConfig.steps)
-FIRST_STAGE = 50  # a search's first stage (RunConfig.min_steps)
+from dataclasses import MISSING
+from typing import Any
+
+from dogma_evolve.evolution.config import SIZE_BOUNDS, RunConfig
+
+
+def _search_default(field: str) -> Any:
+    """`RunConfig`'s default of ``field`` (a plain default, never a factory)."""
+    default = RunConfig.__dataclass_fields__[field].default
+    if default is MISSING:
+        raise TypeError(f"RunConfig.{field} has no plain default")
+    return default
+
+
+DEFAULT_STEPS: int = _search_default("steps")  # a search's full fidelity
+FIRST_STAGE: int = _search_default("min_steps")  # a search's first stage
 DEFAULT_RANDOM = 8  # random genomes beside the presets
 MAX_RANDOM = 1_000
 TARGET_FACTOR = 10  # the default target: this many times --steps
-DEFAULT_PROMOTE = 0.2  # as RunConfig.promote
+DEFAULT_PROMOTE: float = _search_default("promote")  # the share a first stage promotes
 DEFAULT_TIMEOUT_S = 3600.0  # per training, as evolve ablate
-MAX_STEPS = 10_000_000  # as RunConfig's bound on steps
+MAX_STEPS: int = SIZE_BOUNDS["steps"][1] or 0  # RunConfig's bound on steps
 MAX_RUNGS = 32
 
 
 def default_rungs(steps: int) -> tuple[int, ...]:
-    """The rungs when none are given: a search's first stage (50 steps), half the full
+    """The rungs when none are given: a search's first stage (`FIRST_STAGE`), half the full
     fidelity and the full fidelity ``steps``, those below ``steps`` only, ascending:
     (50, 150, 300) for the default 300 steps."""
     return tuple(sorted({r for r in (FIRST_STAGE, steps // 2) if 0 < r < steps} | {steps}))
