@@ -2,7 +2,8 @@
 lost workers, exactly one result per request.
 
 Ray starts once per pool (``with EvaluationPool() as pool``). Locally it is started on
-the loopback interface only, without dashboard or usage reporting; with ``ray_address``
+the loopback interface only, without dashboard or usage reporting, its workers at the
+driver's own niceness (:mod:`evaluation.niceness`, not Ray's 15 lower); with ``ray_address``
 the pool joins an existing cluster (one on loopback, such as a test cluster, in Ray's
 single-machine mode, see :func:`_loopback_only`) and leaves it running on exit.
 
@@ -58,6 +59,7 @@ from dogma_evolve.store import LeaseIn
 from .dispatch import Dispatch, ObjectRef
 from .evaluate import ModelBuilder
 from .gpu import PACKING_GRID, PROCESS_BYTES, GpuShares, probe_gpu_bytes
+from .niceness import worker_niceness
 from .result import EvalRequest, EvalResult
 from .worker import (
     DEFAULT_HEARTBEAT_S,
@@ -189,6 +191,9 @@ class EvaluationPool:
                         object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
                         log_to_driver=False,
                         logging_level=logging.ERROR,
+                        # Ray's default lowers workers by 15: beside busy programs they
+                        # starve (evaluation.niceness); ours is the driver's own niceness
+                        _system_config={"worker_niceness": worker_niceness()},
                     )
             else:
                 _check_reachable(self.ray_address)

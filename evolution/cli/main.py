@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from dogma_evolve.evaluation.niceness import worker_niceness
 from dogma_evolve.evolution.cli import preflight
 from dogma_evolve.evolution.cli.ablate import add_ablate_command
 from dogma_evolve.evolution.cli.calibrate import add_calibrate_command
@@ -67,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     foreign = preflight.check()
     if foreign is not None:  # a module of ours is someone else's file: nothing may start
         sys.stderr.write(f"evolve: error: {foreign}\n")
+        return EXIT_USAGE
+    try:
+        worker_niceness()  # a mistyped EVOLVE_WORKER_NICENESS is refused before Ray starts
+    except ValueError as e:
+        sys.stderr.write(f"evolve: error: {e}\n")
         return EXIT_USAGE
     handler: Callable[[argparse.Namespace], int] = args.func
     try:
