@@ -3,6 +3,7 @@ stored individual; `evolve audit` reading while a run writes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -94,14 +95,23 @@ def test_replay_matches_bit_for_bit_and_notices_a_change(reference, tmp_path):
 
 def audit_while_running(proc: subprocess.Popen, store: Path) -> bool:
     """`evolve audit` of the run's first individual, once a generation is committed: True
-    when it answered correctly and the driver `proc` was alive before and after it."""
+    when it answered correctly beside the live driver `proc`. The driver's process group is
+    held (SIGSTOP) while the reader runs, so the reader meets a driver mid-run however slow
+    the machine is, not one that finished while the reader imported its modules."""
     committed = rows(store, "SELECT last_generation FROM runs")
     if not committed or committed[0][0] < 0 or proc.poll() is not None:
         return False
-    first = rows(store, "SELECT min(id) FROM individuals")[0][0]
-    audit = evolve("audit", str(first), "--json", store=store)
-    assert json.loads(audit.stdout)["id"] == first
-    return proc.poll() is None
+    os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        if proc.poll() is not None:
+            return False
+        first = rows(store, "SELECT min(id) FROM individuals")[0][0]
+        audit = evolve("audit", str(first), "--json", store=store)
+        assert json.loads(audit.stdout)["id"] == first
+        return proc.poll() is None
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the group may be gone if it exited
+            os.killpg(proc.pid, signal.SIGCONT)
 
 
 def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_path, tally):
