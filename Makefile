@@ -1,5 +1,6 @@
 # Two entry points, the README's quick start: `make run` and `make test`.
-# For development: `make test-fast` (the suite without the tests marked slow) and `make lint`.
+# For development: `make test-fast` (the suite without the tests marked slow) and `make lint`;
+# `make test TEST_WORKERS=1` runs the suite in one process.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -50,11 +51,16 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The suite on TEST_WORKERS processes (pytest-xdist), a test module's tests on one of them
+# (--dist loadscope): a module's Ray cluster or scratch database fixture starts once.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+
 test: setup lint
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # On a machine with an NVIDIA GPU: every kernel against its reference (fp32 and bf16), their
 # speed, an evolve run's candidates per hour and MFU, a 100M candidate's MFU; one table, a
