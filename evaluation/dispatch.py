@@ -8,7 +8,8 @@ until every request has exactly one result:
 1. :meth:`~Dispatch.admit` waiting requests while fewer than ``pool.slots`` are in flight
    and, on GPUs, their share (``pool.gpu_share``) fits beside the shares in flight;
 2. :meth:`~Dispatch.wait` for a finished task, the earliest deadline or the next poll;
-3. :meth:`~Dispatch.on_done` for every finished task (a transient failure is retried);
+3. :meth:`~Dispatch.on_done` for every finished task (a transient or an environment
+   failure is retried);
 4. :meth:`~Dispatch.poll` the heartbeat board (when leases are on): renew beating
    leases, :meth:`~Dispatch.on_lost` for tasks Ray restarted on a new worker,
    :meth:`~Dispatch.on_expired` for silent ones (cancelled, then retried);
@@ -22,6 +23,13 @@ submission. Without heartbeats, ``timeout_s`` plus the timeout grace from submis
 that times out, by the worker's limit or the driver's deadline, is tried once more with
 ``TIMEOUT_RETRY_FACTOR`` times its limit before its ``timeout`` is final: a slow but healthy
 candidate gets a second chance, a hung one is still stopped.
+
+Environment failures (`evaluation.environment`): a result the worker marked (an import
+error, a full disk, a foreign module ...), a Ray error whose cause is one (the task could not
+even be unpickled on its worker), and a request whose every attempt was lost or expired (a
+dead node, a worker killed each time) end as a ``crash`` whose reason starts with
+``ENVIRONMENT_MARK``: retried like a transient failure, then final, for the engine to stop
+on (`evolution.evaluating`) rather than record.
 
 Every decision about an attempt is reported through ``pool.on_lease`` as a
 ``store.LeaseIn`` (module docstring of :mod:`evaluation.pool` for the rules). If the
@@ -42,11 +50,14 @@ from typing import Any, Protocol
 
 from dogma_evolve.store import LeaseIn
 
+from .environment import ENVIRONMENT_MARK, environment_cause, environment_reason, is_environment
 from .result import EvalRequest, EvalResult
 from .worker import is_transient
 
 logger = logging.getLogger(__name__)
 
+#: how a result begins when Ray itself lost the worker on every one of its attempts (final)
+RAY_GAVE_UP = f"{ENVIRONMENT_MARK} worker lost"
 TIMEOUT_RETRY_FACTOR = 4.0  # a timed-out request's one further attempt gets this many times its limit
 
 #: A ``ray.ObjectRef`` (Ray is imported lazily, only once a pool starts).
@@ -193,12 +204,15 @@ class Dispatch:
         return list(ready)
 
     def on_done(self, ref: ObjectRef) -> None:
-        """A task finished: retry a transient failure, else close the lease ``done``
-        and record the result (ok or a final failure)."""
+        """A task finished: retry a transient or an environment failure, else close the
+        lease ``done`` and record the result (ok or a final failure)."""
         flight = self.flights[ref]
         result = fetch_result(ref, self.requests[flight.index], self.pool.max_retries)
         if is_transient(result):
             self.retry_or_fail(ref, "lost", f"transient failure: {result.reason}")
+            return
+        if is_environment(result) and not result.reason.startswith(RAY_GAVE_UP):
+            self.retry_or_fail(ref, "lost", result.reason)  # the reason keeps the mark, the final crash too
             return
         del self.flights[ref]
         if result.status == "timeout" and self.retry_timeout(flight, result.reason):
@@ -303,7 +317,9 @@ class Dispatch:
 
     def retry_or_fail(self, ref: ObjectRef, state: str, reason: str) -> None:
         """End this attempt as ``state``; submit another while attempts remain
-        (``max_retries + 1`` in all), else record the final ``crash``."""
+        (``max_retries + 1`` in all), else record the final ``crash``: an environment
+        failure when every attempt was lost or expired (a dead node, a worker killed each
+        time: no genome's doing) or failed for its environment."""
         flight = self.flights.pop(ref)
         self.lease(flight, state, reason)
         tries = self.attempts[flight.index]
@@ -311,6 +327,8 @@ class Dispatch:
             self.submit(flight.index)
             return
         reason = f"{reason}; gave up after {tries} attempt{'s' * (tries > 1)}"
+        if state in ("lost", "expired") and not reason.startswith(("transient failure", ENVIRONMENT_MARK)):
+            reason = environment_reason(reason)
         self.record(flight.index, EvalResult.for_request(self.requests[flight.index], "crash", reason))
 
     def record(self, index: int, result: EvalResult) -> None:
@@ -345,8 +363,9 @@ class Dispatch:
 
 def fetch_result(ref: ObjectRef, request: EvalRequest, max_retries: int) -> EvalResult:
     """The result of a finished task; Ray's errors become failure results of ``request``
-    (``oom`` from Ray's memory monitor, ``crash`` for a worker lost ``max_retries + 1``
-    times or any other error, ``timeout`` for a cancelled task)."""
+    (``oom`` from Ray's memory monitor, ``timeout`` for a cancelled task, an environment
+    failure for a worker lost ``max_retries + 1`` times or an error whose cause is
+    environmental, ``crash`` for any other error)."""
     import ray
     from ray import exceptions
 
@@ -354,15 +373,16 @@ def fetch_result(ref: ObjectRef, request: EvalRequest, max_retries: int) -> Eval
         result = ray.get(ref)
     except exceptions.OutOfMemoryError as error:  # killed by Ray's memory monitor
         return EvalResult.for_request(request, "oom", f"Ray memory monitor: {error}")
-    except (exceptions.WorkerCrashedError, exceptions.NodeDiedError) as error:
-        return EvalResult.for_request(
-            request,
-            "crash",
-            f"worker lost {max_retries + 1} times: {type(error).__name__}: {error}",
-        )
+    except (exceptions.WorkerCrashedError, exceptions.NodeDiedError) as error:  # a dead node
+        lost = f"worker lost {max_retries + 1} times: {type(error).__name__}: {error}"
+        return EvalResult.for_request(request, "crash", environment_reason(lost))
     except exceptions.TaskCancelledError:
         return EvalResult.for_request(request, "timeout", "cancelled")
     except Exception as error:  # RayTaskError (e.g. unpicklable builder) and the rest
+        cause = environment_cause(error)  # e.g. the task's own module not importable there
+        if cause is not None:
+            reason = environment_reason(f"{cause} (before the task ran)")
+            return EvalResult.for_request(request, "crash", reason)
         return EvalResult.for_request(request, "crash", f"{type(error).__name__}: {error}")
     if not isinstance(result, EvalResult):
         return EvalResult.for_request(request, "crash", f"worker returned {type(result).__name__}")

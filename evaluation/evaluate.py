@@ -18,6 +18,7 @@ from torch import nn
 from dogma_evolve.phenotype.weights import weights_bytes
 
 from .budget import learning_rate, training_flops
+from .environment import classify_environment, environment_reason
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
 from .memory import free_device_memory
 from .precision import resolve_precision
@@ -127,6 +128,10 @@ def train_model(
     candidate's projected time at the pace of its first steps (`trainer.Deadline`; the
     caller's ``deadline``, if given, is the one used, so another thread can read
     ``remaining()``); any other exception -> ``crash`` with its type and message.
+    A failure that is the machine's rather than the genome's (`evaluation.environment`: an
+    import error, a full or read-only file system, a missing build tool, a module of ours
+    loaded from another copy, a user's task or plugin code this worker lacks) is a ``crash``
+    whose reason starts with ``ENVIRONMENT_MARK``, whatever status it would have had.
 
     ``request.precision`` is resolved for the device (``auto``: bf16 on CUDA, fp32
     elsewhere) and recorded as ``metrics["precision"]``. However it ends, the candidate's
@@ -141,7 +146,13 @@ def train_model(
     candidate: object = None
     trained: nn.Module | None = None
 
-    def finish(status: Status, reason: str = "") -> tuple[nn.Module | None, EvalResult]:
+    def finish(
+        status: Status, reason: str = "", error: BaseException | None = None
+    ) -> tuple[nn.Module | None, EvalResult]:
+        if status != "ok":  # the machine's fault rather than the genome's? (evaluation.environment)
+            environment = classify_environment(error)
+            if environment is not None:
+                status, reason = "crash", environment
         return trained, EvalResult.for_request(
             request, status, reason, metrics, wall_seconds=time.perf_counter() - start
         )
@@ -156,13 +167,13 @@ def train_model(
                 if used:  # the code its result depends on: reused only under the same
                     metrics["plugins"] = used
         except ValueError as error:  # this worker lacks the plugin's code, or has another version
-            return finish("crash", f"plugin code on {socket.gethostname()}: {error}")
+            return finish("crash", environment_reason(f"plugin code on {socket.gethostname()}: {error}"))
         try:
             task = get_task(request.task, **request.task_overrides)
         except TaskCodeError as error:  # this worker lacks the user's code, or has another version
-            return finish("crash", f"task code on {socket.gethostname()}: {error}")
+            return finish("crash", environment_reason(f"task code on {socket.gethostname()}: {error}"))
         except ValueError as error:
-            return finish("invalid", f"task: {error}")
+            return finish("invalid", f"task: {error}", error)
         device = torch.device(request.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         try:
             precision = resolve_precision(request.precision, device.type)
@@ -178,7 +189,7 @@ def train_model(
         try:
             built = build_model(request.genome_yaml)
         except ValueError as error:
-            return finish("invalid", _describe(error))
+            return finish("invalid", _describe(error), error)
         candidate, vocab_size, max_len = _unpack_built(built)
         if not isinstance(candidate, nn.Module):
             return finish("invalid", f"builder returned {type(candidate).__name__}, not a Module")
@@ -248,7 +259,7 @@ def train_model(
         )
         return finish("timeout", f"time limit {request.timeout_s:g}s{granted} reached {error.progress}")
     except Exception as error:
-        return finish(*classify_failure(error))
+        return finish(*classify_failure(error), error)
     finally:
         # Every local that holds the candidate: a model that failed is freed here, before
         # the allocator's cache is emptied (``trained`` is the caller's).

@@ -60,6 +60,7 @@ from deap import tools
 
 from dogma_evolve.evaluation import EvalRequest, EvalResult
 from dogma_evolve.evaluation.budget import step_flops, steps_for_flops
+from dogma_evolve.evaluation.environment import EnvironmentFailure, is_environment
 from dogma_evolve.evaluation.precision import pool_precision, precision_of
 from dogma_evolve.evaluation.protocol import Pool
 from dogma_evolve.evaluation.tasks import derive_seed, task_facts  # derive_seed: the one seed derivation
@@ -452,7 +453,10 @@ class Evaluator:
     def _request(
         self, pending: dict[EvalKey, list[Candidate]], final: bool, pool: Pool | None
     ) -> dict[EvalKey, EvalResult]:
-        """Evaluate the keys nothing stored answers, on the pool; results by key."""
+        """Evaluate the keys nothing stored answers, on the pool; results by key. A result
+        that failed for its environment on every attempt (`evaluation.environment`) is no
+        evidence about its genome: `EnvironmentFailure` is raised at once, before anything
+        of the generation is committed, and the run stops resumable."""
         if not pending:
             return {}
         if pool is None:
@@ -478,10 +482,15 @@ class Evaluator:
 
         def on_result(result: EvalResult) -> None:
             nonlocal done
+            if is_environment(result):  # stop now: the pool cancels what is in flight
+                raise EnvironmentFailure(result)
             done += 1
             self.on_event("result", {"done": done, "total": len(requests), "result": result})
 
         results = pool.evaluate(requests, on_result=on_result)
+        for result in results:  # a pool that does not call on_result for every result
+            if is_environment(result):
+                raise EnvironmentFailure(result)
         return {EvalKey(r.genome_id, r.task, r.fidelity, r.seed): r for r in results}
 
     # -- resume ---------------------------------------------------------------------------

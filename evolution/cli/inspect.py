@@ -189,6 +189,7 @@ def _report(store: Any, args: argparse.Namespace) -> int:
     """`evolve report` of the store open for it."""
     from dogma_evolve.evolution.report.summary import (  # torch
         compute_cells,
+        environment_text,
         latest_run,
         report_lines,
         run_report,
@@ -254,7 +255,8 @@ def _report(store: Any, args: argparse.Namespace) -> int:
     console.print("tokens, FLOPs: what the generation's real evaluations trained (cache hits are free)")
     if tasks:
         console.print("per-task columns: normalised accuracy of each generation's best individual")
-    console.print(f"failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
+    console.print(f"genome failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
+    console.print(environment_text(data["environment_failures"]))
     for line in report_lines(data):
         console.print(line)
     if data["resume"]:

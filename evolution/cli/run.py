@@ -8,7 +8,9 @@ engine's liveness around the pool, the search and the ladder): a second `evolve 
 --resume` of the same run is refused while this one is alive. Ctrl-C (SIGINT) stops it
 cleanly: the generation in flight is either committed whole (one transaction) or
 discarded, the run stays `running` without a driver (readers show it `interrupted`), one
-line names `evolve run --resume RUN`, and the exit code is 130.
+line names `evolve run --resume RUN`, and the exit code is 130. An evaluation that failed for
+its environment on every attempt (`evaluation.environment`) stops it the same way, nothing of
+its generation committed, with one line naming the cause and the resume, exit code 2.
 
 The options come from `RunConfig` (torch-free); the engine, the pool and the summaries load
 torch (and Ray, and plotly for `--report`), so `cmd_run` imports them when it runs: every
@@ -17,6 +19,7 @@ torch (and Ray, and plotly for `--report`), so `cmd_run` imports them when it ru
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -24,7 +27,7 @@ from rich.text import Text
 
 from dogma_evolve.evolution.cli.interrupt import CtrlC
 from dogma_evolve.evolution.cli.options import cli_fields, switch
-from dogma_evolve.evolution.cli.output import emit_json, err, out
+from dogma_evolve.evolution.cli.output import EXIT_USAGE, emit_json, err, out
 from dogma_evolve.evolution.cli.tasks import (
     import_stored_plugins,
     import_stored_tasks,
@@ -60,6 +63,7 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Parse, then the library (`evolution.study`: `create_search` or `load_search`, then
     `Search.optimize`), then print."""
+    from dogma_evolve.evaluation.environment import EnvironmentFailure
     from dogma_evolve.evolution.report.summary import (  # torch, as the library
         best_individual,
         individual_summary,
@@ -103,6 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if progress.enabled:
         search.on_ladder_point = ladder_point_printer(progress.console, progress.t0)
     interrupted = False
+    failure: EnvironmentFailure | None = None
     with progress, ctrl_c:
         progress.start(search.run_id, search.config)  # the run's, read once (`StoredRun`)
         try:
@@ -111,6 +116,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"{e}: evolve run --resume {e.run_id} once it has stopped") from None
         except KeyboardInterrupt:  # not a failure: --resume continues it
             interrupted = True
+        except EnvironmentFailure as e:  # the machine's fault: nothing stored about the genome
+            failure = e
+    if failure is not None:  # one line, after the progress display has closed
+        sys.stderr.write(
+            f"evolve: error: {' '.join(str(failure).split())}; fix the cause, then: "
+            f"evolve run --resume {search.run_id}\n"
+        )
+        return EXIT_USAGE
     if interrupted:
         return _interrupted(store, search.run_id)
     engine = search.engine

@@ -35,6 +35,7 @@ from dogma_evolve.evolution.objectives import seeds_text
 from dogma_evolve.evolution.report import html_figures as figs
 from dogma_evolve.evolution.report.html_data import ReportData, collect
 from dogma_evolve.evolution.report.html_lineage import lineage_figure
+from dogma_evolve.evolution.report.summary import environment_text
 from dogma_evolve.evolution.types import Event
 from dogma_evolve.store import Store
 
@@ -207,10 +208,11 @@ def build_html(data: ReportData, refresh_s: int | None = None) -> str:
 
     fail = figs.failures(data)
     if fail is None:
-        parts = [_note("No evaluation failed.")]
+        parts = [_note("No genome's evaluation failed.")]
     else:
         parts = [page.figure(fail), _note("The most frequent reasons:"), _failure_table(data)]
-    page.section("failures", "Failures", parts)
+    parts.append(_note(environment_text(data.environment) + "."))
+    page.section("failures", "Failures: the genomes' own, and the environment's", parts)
 
     if data.multi_fidelity:
         transfer = figs.fidelity_transfer(data, _overall_rho(data))

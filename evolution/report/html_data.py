@@ -21,10 +21,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from dogma_evolve.evaluation.environment import ENVIRONMENT_MARK
 from dogma_evolve.evaluation.transfer import spearman
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.evaluating import quality_of, stored_result
 from dogma_evolve.evolution.policy import OperatorPolicy, outcome
+from dogma_evolve.evolution.report.summary import environment_failures
 from dogma_evolve.evolution.scale.ladder_report import ladder_summary
 from dogma_evolve.evolution.study.stored_run import StoredRun
 from dogma_evolve.evolution.transfer_audit import first_stage_score, ranked_by
@@ -84,10 +86,16 @@ class ReportData:
     failure_reasons: list[tuple[str, str, int]] = field(default_factory=list)  # status, reason, n
     multi_fidelity: bool = False
     ladder: dict[str, Any] = field(default_factory=dict)  # `ladder_report.ladder_summary`
+    environment: dict[str, Any] = field(default_factory=dict)  # `summary.environment_failures`
 
     @property
     def by_id(self) -> dict[int, Birth]:
         return {b.id: b for b in self.births}
+
+
+def _genome_failure(birth: Birth) -> bool:
+    """A failed birth whose failure is its genome's (not an environment failure's row)."""
+    return birth.status not in (None, "ok") and not (birth.reason or "").startswith(ENVIRONMENT_MARK)
 
 
 def _float(value: Any) -> float | None:
@@ -264,7 +272,7 @@ def collect(store: Store, run_id: str) -> ReportData:
                 },
                 families=dict(Counter(families[m.genome_id] for m in members)),
                 operators=dict(Counter(b.operator or ("seed" if g == 0 else "immigrant") for b in born)),
-                failures=dict(Counter(b.status for b in born if b.status not in (None, "ok"))),
+                failures=dict(Counter(b.status or "" for b in born if _genome_failure(b))),
                 probabilities=policy.probabilities(config.task),
                 credit={op: (s, t) for op, (s, t) in credit.items()},
                 rho=None if math.isnan(rho) else rho,
@@ -289,6 +297,7 @@ def collect(store: Store, run_id: str) -> ReportData:
         fronts=fronts,
         multi_fidelity=multi_fidelity,
         ladder=ladder_summary(store, run_id),
+        environment=environment_failures(store, run_id),
     )
     chosen = [best.id] if best else []
     for ident in sorted({i for ids in fronts.values() for i in ids}, key=lambda i: -by_id[i].quality):
@@ -296,6 +305,6 @@ def collect(store: Store, run_id: str) -> ReportData:
             chosen.append(ident)
     for ident in chosen:
         data.lineages[ident], data.lineage_truncated[ident] = _lineage(ident, by_id)
-    reasons = Counter((b.status or "", _shorten(b.reason)) for b in births if b.status not in (None, "ok"))
+    reasons = Counter((b.status or "", _shorten(b.reason)) for b in births if _genome_failure(b))
     data.failure_reasons = [(s, r, n) for (s, r), n in reasons.most_common(20)]
     return data

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dogma_evolve.evaluation.environment import ENVIRONMENT_MARK
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.scale.ladder_report import individual_ladder, ladder_lines, ladder_summary
 from dogma_evolve.evolution.transfer_audit import (
@@ -291,13 +292,50 @@ def genome_diff(a: Genome, b: Genome) -> list[dict[str, Any]]:
     return changes
 
 
+def environment_failures(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's environment failures (`evaluation.environment`: the machine's, not the
+    genome's), kept apart from the genomes' failures: ``attempts`` that failed so (its
+    leases, `store.LeaseLog`: each was retried, or stopped the run before anything about its
+    genome was stored), of how many ``evaluations``, ``recorded`` evaluation rows marked so
+    (none from a search, which stops instead; a pool outside the engine may store one),
+    and the most frequent ``causes`` (cause -> attempts)."""
+    leases = [x for x in store.leases(run_id) if (x.reason or "").startswith(ENVIRONMENT_MARK)]
+    recorded = sum(
+        1
+        for i in store.individuals(run_id)
+        for e in i.evaluations
+        if e.individual_id == i.id and (e.reason or "").startswith(ENVIRONMENT_MARK)
+    )
+    causes: dict[str, int] = {}
+    for lease in leases:
+        cause = (lease.reason or "")[len(ENVIRONMENT_MARK) :].split("; gave up")[0].strip()
+        causes[cause] = causes.get(cause, 0) + 1
+    top = dict(sorted(causes.items(), key=lambda kv: -kv[1])[:5])
+    keys = {(x.genome_id, x.task, x.fidelity, x.seed) for x in leases}
+    return {"attempts": len(leases), "evaluations": len(keys), "recorded": recorded, "causes": top}
+
+
+def environment_text(environment: dict[str, Any]) -> str:
+    """One line on a run's environment failures (`environment_failures`)."""
+    if not environment["attempts"] and not environment["recorded"]:
+        return "environment failures: none"
+    cause = next(iter(environment["causes"]), "")
+    return (
+        f"environment failures (the machine's, not counted against any genome): {environment['attempts']} "
+        f"attempts at {environment['evaluations']} evaluations"
+        + (f", {environment['recorded']} recorded" if environment["recorded"] else "")
+        + (f"; most often: {cause}" if cause else "")
+    )
+
+
 def run_report(store: Store, run_id: str) -> dict[str, Any]:
     """Per generation: births, evaluations, failures, and the population the run selects
     from: `best_quality` and `mean_quality` (the fitness's quality over its members),
     `best_per_task` (the per-task values of its best member), `mean_per_task`, `families`
     (distinct design families); the best quality born that generation; failure types;
     `filtered`: births the pre-filter stopped (`SearchSpace.prefilter`; never trained, so
-    neither `evaluated` nor `failed`, nor in `failures` or `compute`);
+    neither `evaluated` nor `failed`, nor in `failures` or `compute`); `failures` are the
+    genomes' own (by status), `environment_failures` the machine's (`environment_failures`);
     `compute` (`compute_totals`), per generation and for the run. `transfer`: the fidelity
     transfer per generation of a multi-fidelity run (`evolution.transfer_audit`), and
     `transfer_warning` when its Spearman ρ is below 0.3."""
@@ -319,7 +357,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         own = [i for i in born if i.evaluation is not None and i.evaluation.individual_id == i.id]
         evaluated = [i for i in own if i.status != FILTERED]
         for i in evaluated:
-            if i.status is not None and i.status != "ok":
+            if i.status is not None and i.status != "ok" and not _environmental(i):
                 failures[i.status] = failures.get(i.status, 0) + 1
         for i in born:
             if i.operator:
@@ -367,6 +405,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         "config": run.config,
         "generations": generations,
         "failures": failures,
+        "environment_failures": environment_failures(store, run_id),
         "operators": operators,
         "compute": _total(compute.values(), table=_is_table_space(space)),
         "transfer": transfer,
@@ -456,6 +495,11 @@ def compute_cells(compute: dict[str, Any]) -> tuple[str, str]:
         recorded = compute["evaluations"] - compute["without"].get(name, 0)
         cells.append(human(compute[name]) if recorded else "-")
     return cells[0], cells[1]
+
+
+def _environmental(record: IndividualRecord) -> bool:
+    """Whether a stored individual's run-task evaluation failed for its environment."""
+    return record.evaluation is not None and (record.evaluation.reason or "").startswith(ENVIRONMENT_MARK)
 
 
 def report_lines(data: dict[str, Any]) -> list[str]:

@@ -5,7 +5,10 @@ the user's per-generation callbacks, the size ladder after it.
 A callback runs after its generation is committed (one transaction): an exception it
 raises stops the search there, the run left resumable (`interrupted`, no driver), and is
 raised again to the caller; `Search.stop()` from a callback ends the search there as
-finished (`stop_reason` says so). Any other failure of the engine marks the run `failed`.
+finished (`stop_reason` says so). An evaluation that failed for its environment on every
+attempt (`evaluation.environment.EnvironmentFailure`) stops it the same way, before its
+generation is committed, and is raised again: fix the cause and resume. Any other failure
+of the engine marks the run `failed`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from dogma_evolve.evaluation.environment import EnvironmentFailure
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.types import Event, GenerationReport
 
@@ -106,8 +110,8 @@ def drive(engine: Engine, store: Store, on_point: Any = None) -> list[Any]:
             engine.pool = pool
             try:
                 population = engine.run()
-            except (KeyboardInterrupt, CallbackFailed, Stopped):  # the run stays resumable
-                raise
+            except (KeyboardInterrupt, CallbackFailed, Stopped, EnvironmentFailure):
+                raise  # the run stays resumable
             except BaseException:
                 store.set_run_status(run_id, "failed")
                 raise
