@@ -46,7 +46,6 @@ from dogma_evolve.evaluation.transfer import spearman
 from dogma_evolve.evolution import assisted
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.evaluating import quality_of, stored_result
-from dogma_evolve.evolution.export import WEIGHTS_ARTIFACT
 from dogma_evolve.evolution.policy import OperatorPolicy, outcome
 from dogma_evolve.evolution.selection import assign_rank_and_crowding, best_of, pareto_front
 from dogma_evolve.evolution.spaces.contract import Discard, Genotype, SearchSpace
@@ -55,6 +54,7 @@ from dogma_evolve.evolution.study.stored_run import StoredRun
 from dogma_evolve.evolution.transfer_audit import TransferAudit
 from dogma_evolve.evolution.types import Candidate, Event, GenerationReport, individual_class
 from dogma_evolve.store import (
+    WEIGHTS_ARTIFACT,
     ArchiveIn,
     EvaluationIn,
     GenomeIn,

@@ -36,9 +36,7 @@ from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import DogmaModel, account, decode
 from dogma_evolve.phenotype.standalone.writer import check_package, write_package
 from dogma_evolve.phenotype.weights import save_weights
-from dogma_evolve.store import IndividualRecord, Store
-
-WEIGHTS_ARTIFACT = "weights"
+from dogma_evolve.store import WEIGHTS_ARTIFACT, IndividualRecord, Store
 
 
 def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = None) -> tuple[DogmaModel, str]:

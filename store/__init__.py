@@ -1,4 +1,4 @@
-"""Persistent record of evolutionary runs (overview: docs/architecture.md, "Store").
+"""Persistent record of evolutionary runs (overview: docs/reference/store.md).
 
 Plain data in, plain data out: genome ids are sha256 hex strings, genomes canonical YAML,
 metrics and change records JSON-able dicts. A generation is committed in one transaction
@@ -14,6 +14,7 @@ This file only re-exports. The package's own modules import each other by their 
 package (``from store import ...``): this file imports them, so that would be a circle.
 """
 
+from dogma_evolve.store.artifacts import WEIGHTS_ARTIFACT
 from dogma_evolve.store.ladder import LadderRankIn, LadderRankRecord
 from dogma_evolve.store.leases import LeaseLog
 from dogma_evolve.store.models import EVALUATION_STATUSES, LEASE_STATES, RANKED_BY, RUN_KINDS, RUN_STATUSES
@@ -71,6 +72,7 @@ __all__ = [
     "StoreError",
     "TransferIn",
     "TransferRecord",
+    "WEIGHTS_ARTIFACT",
     "by_id",
     "by_slot",
 ]

@@ -18,6 +18,10 @@ from sqlalchemy.orm import Session
 from dogma_evolve.store.models import Artifact, Individual
 from dogma_evolve.store.records import StoreError
 
+#: The kind a run's survivors' trained weights are kept under (the engine writes them, an
+#: export reads them).
+WEIGHTS_ARTIFACT = "weights"
+
 
 @dataclass(frozen=True)
 class Weights:
