@@ -239,3 +239,23 @@ def test_every_attempt_lost_or_expired_is_an_environment_failure():
         outcomes[state] = dispatch.results[0]
     assert is_environment(outcomes["expired"]) and "gave up after 3 attempts" in outcomes["expired"].reason
     assert outcomes["lost"].status == "crash" and not is_environment(outcomes["lost"])
+
+
+@pytest.mark.slow
+def test_a_worker_killed_on_every_attempt_is_an_environment_failure(tmp_path):
+    """A real kill: the candidate's worker process is SIGKILLed on each of Ray's attempts (a
+    node that keeps dying); when they run out the result is the machine's failure, which the
+    engine stops on instead of recording it against the genome."""
+    ray = pytest.importorskip("ray")
+    from dogma_evolve.evaluation import EvaluationPool
+    from tests.faults import fault_models
+
+    ray.cloudpickle.register_pickle_by_value(fault_models)
+    try:
+        with EvaluationPool(workers=1, max_retries=1, build_model=fault_models.build, lease_s=None) as pool:
+            [result] = pool.evaluate([_request(f"sigkill-always:{tmp_path}")])
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(fault_models)
+    assert is_environment(result), result.reason
+    assert "worker lost 2 times" in result.reason
+    assert len((tmp_path / "sigkill-always.calls").read_text().split()) == 2  # Ray tried it twice
