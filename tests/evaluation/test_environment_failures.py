@@ -259,3 +259,22 @@ def test_a_worker_killed_on_every_attempt_is_an_environment_failure(tmp_path):
     assert is_environment(result), result.reason
     assert "worker lost 2 times" in result.reason
     assert len((tmp_path / "sigkill-always.calls").read_text().split()) == 2  # Ray tried it twice
+
+
+@pytest.mark.slow
+def test_a_stale_copy_of_our_package_on_the_workers_path_is_an_environment_failure(tmp_path, monkeypatch):
+    """Another ``dogma_evolve`` first on the Ray workers' ``PYTHONPATH`` (a stale copy): the
+    task's own arguments cannot be unpickled there, on every attempt. The driver reads the
+    cause off Ray's error and retries it, then gives up with the machine's failure."""
+    pytest.importorskip("ray")
+    from dogma_evolve.evaluation import EvaluationPool
+
+    stale = tmp_path / "stale" / "dogma_evolve"
+    stale.mkdir(parents=True)
+    (stale / "__init__.py").write_text('"""An old copy without the packages."""\n')
+    monkeypatch.setenv("PYTHONPATH", str(stale.parent))  # Ray's workers start with it
+    with EvaluationPool(workers=1, max_retries=2, lease_s=None) as pool:
+        [result] = pool.evaluate([_request()])
+    assert is_environment(result), result.reason
+    assert "No module named 'dogma_evolve.evaluation'" in result.reason
+    assert "gave up after 3 attempts" in result.reason
