@@ -7,6 +7,8 @@
   with status ``ok | invalid | nan | oom | timeout | crash``; never raises.
 - ``EvaluationPool(workers, ray_address, timeout_s, max_retries)``: the same on Ray,
   one task per candidate, results in request order.
+- ``EnvironmentFailure``: what a search raises (and stops on, nothing committed) when an
+  evaluation failed for its machine, not its genome, on every attempt (`evaluation.environment`).
 
 Names are imported on first use (PEP 562), as in ``evolution``: importing a torch-free
 module of this package (``evaluation.budget``, ``evaluation.options``, ``evaluation.result``
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from dogma_evolve.evaluation.lazy import install
 
 if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr__
+    from .environment import EnvironmentFailure
     from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
     from .evaluate import (
         DEFAULT_STEPS,
@@ -41,6 +44,7 @@ _EXPORTS = {
     "STATUSES": "dogma_evolve.evaluation.result",
     "TASKS": "dogma_evolve.evaluation.tasks",
     "EvalRequest": "dogma_evolve.evaluation.result",
+    "EnvironmentFailure": "dogma_evolve.evaluation.environment",
     "EvalResult": "dogma_evolve.evaluation.result",
     "EvaluationPool": "dogma_evolve.evaluation.pool",
     "EvaluationTimeout": "dogma_evolve.evaluation.errors",
@@ -69,6 +73,7 @@ __all__ = [  # = the keys of _EXPORTS, spelt out for the linters
     "IGNORE_INDEX",
     "STATUSES",
     "TASKS",
+    "EnvironmentFailure",
     "EvalRequest",
     "EvalResult",
     "EvaluationPool",
