@@ -42,6 +42,7 @@ from dogma_evolve.store import (
 )
 from dogma_evolve.store.outage import Outage, is_transient, retry_seconds
 from dogma_evolve.store.testing import TABLES, postgres_or_skip, scratch_database
+from tests.store.test_sqlite import _commit_one
 
 LOST = "server closed the connection unexpectedly"
 
@@ -244,17 +245,6 @@ def _another_store(url: str) -> Iterator[str]:
 
 
 # -- SQLite locked past its busy timeout -------------------------------------------------------
-
-
-def _commit_one(store: Store, helpers: Any, run_id: str, generation: int) -> dict[int, int]:
-    genome = helpers.make_genome(f"{run_id}-{generation}")
-    return store.commit_generation(
-        run_id,
-        generation,
-        genomes=[genome],
-        individuals=[IndividualIn(0, genome.id, generation)],
-        members=[by_slot(0)],
-    )
 
 
 def _hold_write_lock(db_path: Path, seconds: float) -> threading.Thread:
