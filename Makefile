@@ -52,10 +52,8 @@ lint: setup
 	$(BIN)/mypy
 
 # The suite on TEST_WORKERS processes (pytest-xdist), a test module's tests on one of them
-# (--dist loadscope): a module's Ray cluster or scratch database fixture starts once. Three on
-# 2 cores: with two, the cores were busy 56 % of the time (tests wait on Ray start-ups and
-# subprocesses), 18.6 minutes in all.
-TEST_WORKERS ?= 3
+# (--dist loadscope): a module's Ray cluster or scratch database fixture starts once.
+TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 test: setup lint
