@@ -4,7 +4,7 @@ Protocol (every number comes from this one script):
 
 - **Searched designs**: the best individual of the default run (`evolve run` on its embedded
   defaults: the `text` fitness, its best confirmed as the mean of 3 training seeds,
-  `RunView.best`) for each of ``--run-seeds`` (default 0,1,2), made in ``--store`` when it is
+  `StoredRun.best`) for each of ``--run-seeds`` (default 0,1,2), made in ``--store`` when it is
   not there yet (`create_search(load_if_exists=True)`: a rerun reuses a finished run).
 - **Hand-designed designs**, what a user would start from: Llama-style (``preset:llama3-8b``:
   RoPE, RMSNorm, SwiGLU), Mamba (``preset:mamba-130m``), GPT-2-style (``preset:gpt2-small``)

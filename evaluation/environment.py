@@ -67,7 +67,12 @@ class EnvironmentFailure(RuntimeError):
 def is_environment(result: EvalResult) -> bool:
     """Whether ``result`` is an environment failure (a ``crash`` marked by the worker or the
     driver, module docstring)."""
-    return result.status == "crash" and result.reason.startswith(ENVIRONMENT_MARK)
+    return result.status == "crash" and is_environment_reason(result.reason)
+
+
+def is_environment_reason(reason: str | None) -> bool:
+    """Whether a stored reason (an evaluation's, a lease's) is an environment failure's."""
+    return (reason or "").startswith(ENVIRONMENT_MARK)
 
 
 def environment_reason(cause: str, host: str | None = None) -> str:
@@ -157,4 +162,5 @@ __all__ = [
     "environment_reason",
     "foreign_module",
     "is_environment",
+    "is_environment_reason",
 ]

@@ -20,9 +20,10 @@ begins and one when it ends.
 
 Running a transaction again is safe only because every write of the store is idempotent
 when its first attempt did land (the commit reached the server but its acknowledgement
-was lost): docs/architecture.md, "Store", and ``tests/store/test_outage.py`` say which key
-makes each write so. Errors that a retry cannot change (a broken constraint, bad SQL, a
-refusal of the store's own) are never retried.
+was lost): docs/reference/store.md, "Riding out an outage", and
+``tests/store/test_outage.py`` say which key makes each write so. Errors that a retry
+cannot change (a broken constraint, bad SQL, a refusal of the store's own) are never
+retried.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -40,15 +41,20 @@ def postgres_base_url() -> str | None:
 def postgres_or_skip() -> str:
     """The test server's URL; without one the calling test is skipped, or failed where
     ``EVOLVE_REQUIRE_POSTGRES`` is set (CI must not pass by skipping)."""
-    import pytest  # only tests call this; the store itself does not need pytest
-
     url = postgres_base_url()
     if url is None:
-        reason = f"PostgreSQL tests need {POSTGRES_URL_ENV} (run them with .ci/with-postgres)"
-        if os.environ.get(REQUIRE_POSTGRES_ENV):
-            pytest.fail(reason + f"; {REQUIRE_POSTGRES_ENV} is set", pytrace=False)
-        pytest.skip(reason)
+        skip_unless_required(f"PostgreSQL tests need {POSTGRES_URL_ENV} (run them with .ci/with-postgres)")
     return url
+
+
+def skip_unless_required(reason: str) -> NoReturn:
+    """Skip the calling test for want of PostgreSQL (``reason``), or fail it where
+    ``EVOLVE_REQUIRE_POSTGRES`` is set (CI must not pass by skipping); never returns."""
+    import pytest  # only tests call this; the store itself does not need pytest
+
+    if os.environ.get(REQUIRE_POSTGRES_ENV):
+        pytest.fail(reason + f"; {REQUIRE_POSTGRES_ENV} is set", pytrace=False)
+    pytest.skip(reason)
 
 
 @contextmanager

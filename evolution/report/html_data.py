@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from dogma_evolve.evaluation.environment import ENVIRONMENT_MARK
+from dogma_evolve.evaluation.environment import is_environment_reason
 from dogma_evolve.evaluation.transfer import spearman
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.evaluating import quality_of, stored_result
@@ -95,7 +95,7 @@ class ReportData:
 
 def _genome_failure(birth: Birth) -> bool:
     """A failed birth whose failure is its genome's (not an environment failure's row)."""
-    return birth.status not in (None, "ok") and not (birth.reason or "").startswith(ENVIRONMENT_MARK)
+    return birth.status not in (None, "ok") and not is_environment_reason(birth.reason)
 
 
 def _float(value: Any) -> float | None:
@@ -297,7 +297,7 @@ def collect(store: Store, run_id: str) -> ReportData:
         fronts=fronts,
         multi_fidelity=multi_fidelity,
         ladder=ladder_summary(store, run_id),
-        environment=environment_failures(store, run_id),
+        environment=environment_failures(store, run_id, records),
     )
     chosen = [best.id] if best else []
     for ident in sorted({i for ids in fronts.values() for i in ids}, key=lambda i: -by_id[i].quality):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dogma_evolve.evaluation.environment import ENVIRONMENT_MARK
+from dogma_evolve.evaluation.environment import ENVIRONMENT_MARK, is_environment_reason
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.scale.ladder_report import individual_ladder, ladder_lines, ladder_summary
 from dogma_evolve.evolution.transfer_audit import (
@@ -292,19 +292,23 @@ def genome_diff(a: Genome, b: Genome) -> list[dict[str, Any]]:
     return changes
 
 
-def environment_failures(store: Store, run_id: str) -> dict[str, Any]:
+def environment_failures(
+    store: Store, run_id: str, individuals: list[IndividualRecord] | None = None
+) -> dict[str, Any]:
     """The run's environment failures (`evaluation.environment`: the machine's, not the
     genome's), kept apart from the genomes' failures: ``attempts`` that failed so (its
     leases, `store.LeaseLog`: each was retried, or stopped the run before anything about its
     genome was stored), of how many ``evaluations``, ``recorded`` evaluation rows marked so
     (none from a search, which stops instead; a pool outside the engine may store one),
-    and the most frequent ``causes`` (cause -> attempts)."""
-    leases = [x for x in store.leases(run_id) if (x.reason or "").startswith(ENVIRONMENT_MARK)]
+    and the most frequent ``causes`` (cause -> attempts). ``individuals``: the run's births
+    when the caller has read them already."""
+    leases = [x for x in store.leases(run_id) if is_environment_reason(x.reason)]
+    births = store.individuals(run_id) if individuals is None else individuals
     recorded = sum(
         1
-        for i in store.individuals(run_id)
+        for i in births
         for e in i.evaluations
-        if e.individual_id == i.id and (e.reason or "").startswith(ENVIRONMENT_MARK)
+        if e.individual_id == i.id and is_environment_reason(e.reason)
     )
     causes: dict[str, int] = {}
     for lease in leases:
@@ -405,7 +409,7 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         "config": run.config,
         "generations": generations,
         "failures": failures,
-        "environment_failures": environment_failures(store, run_id),
+        "environment_failures": environment_failures(store, run_id, individuals),
         "operators": operators,
         "compute": _total(compute.values(), table=_is_table_space(space)),
         "transfer": transfer,
@@ -499,7 +503,7 @@ def compute_cells(compute: dict[str, Any]) -> tuple[str, str]:
 
 def _environmental(record: IndividualRecord) -> bool:
     """Whether a stored individual's run-task evaluation failed for its environment."""
-    return record.evaluation is not None and (record.evaluation.reason or "").startswith(ENVIRONMENT_MARK)
+    return record.evaluation is not None and is_environment_reason(record.evaluation.reason)
 
 
 def report_lines(data: dict[str, Any]) -> list[str]:

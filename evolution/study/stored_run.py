@@ -62,6 +62,7 @@ class StoredRun:
         self.space: SearchSpace = space if space is not None else SPACES[config.space].from_config(config)
         self.evaluator = Evaluator(config, self.space, store, run_id, _quiet)
         self._code_imported = False
+        self._memory: tuple[list[PolicyRecord], list[Genotype]] | None = None
 
     def __repr__(self) -> str:
         return f"StoredRun(run_id={self.run_id!r}, kind={self.kind!r})"
@@ -149,7 +150,10 @@ class StoredRun:
         """What the run takes from its ``memory_from`` run (`RunConfig.memory_parts`): that
         run's operator credit and its elites that break no hard constraint here (empty for
         a part not taken). A `KeyError` when that run is not in the store, a `ValueError`
-        when its elites are not genomes of this run's space."""
+        when its elites are not genomes of this run's space. Read once: `create` reads it
+        for its refusals, the engine that binds to the run takes it."""
+        if self._memory is not None:
+            return self._memory
         source = self.config.memory_from
         if not source or self.store.get_run(source) is None:
             raise KeyError(f"no run {source!r} to take memory from")
@@ -165,7 +169,8 @@ class StoredRun:
                     ) from None
                 if self.space.violation(genome) is None:
                     elites.append(genome)
-        return credit, elites
+        self._memory = credit, elites
+        return self._memory
 
     # -- what it found -----------------------------------------------------------------------
     def candidates(self) -> list[tuple[Candidate, Individual]]:
@@ -241,11 +246,11 @@ def register_recorded_kinds(config: dict[str, Any]) -> None:
         register_recorded(plugin["genes"])
 
 
-def ladder_choice_id(store: Store, run_id: str, config: RunConfig | dict[str, Any]) -> int | None:
-    """The individual ranked 1 by the run's latest ladder when the run selects by its ladder
-    (``select_by: ladder``); None otherwise, or when its ladder ranked none."""
-    select_by = config.get("select_by") if isinstance(config, dict) else config.select_by
-    if select_by != "ladder":
+def ladder_choice_id(store: Store, run_id: str, config: dict[str, Any]) -> int | None:
+    """The individual ranked 1 by the run's latest ladder when the run, by its stored
+    ``config``, selects by its ladder (``select_by: ladder``); None otherwise, or when its
+    ladder ranked none."""
+    if config.get("select_by") != "ladder":
         return None
     rows = store.ladder(run_id)
     if not rows:

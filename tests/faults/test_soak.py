@@ -17,8 +17,6 @@ counted and printed (making readers never fail is issue 22's item 3), not assert
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 pytest.importorskip("ray")
@@ -26,7 +24,7 @@ pytest.importorskip("psycopg")
 
 from benchmarks.soak import DRIVER, NODE, POSTGRES, SEARCH, Outcome, Plan, run_soak, table  # noqa: E402
 from benchmarks.soak_infra import postgres_bindir  # noqa: E402
-from dogma_evolve.store.testing import REQUIRE_POSTGRES_ENV  # noqa: E402
+from dogma_evolve.store.testing import skip_unless_required  # noqa: E402
 
 #: The short soak's search: one offspring generation (the full soak's has twenty).
 SHORT = (*SEARCH[:2], "--generations", "1", *SEARCH[4:])
@@ -34,10 +32,7 @@ SHORT = (*SEARCH[:2], "--generations", "1", *SEARCH[4:])
 
 def _server_or_skip() -> None:
     if postgres_bindir() is None:
-        reason = "the soak starts its own PostgreSQL server and found no initdb"
-        if os.environ.get(REQUIRE_POSTGRES_ENV):
-            pytest.fail(reason + f"; {REQUIRE_POSTGRES_ENV} is set", pytrace=False)
-        pytest.skip(reason)
+        skip_unless_required("the soak starts its own PostgreSQL server and found no initdb")
 
 
 def _soak(plan: Plan) -> Outcome:

@@ -43,7 +43,7 @@ from sqlalchemy.pool import NullPool  # noqa: E402
 from benchmarks.soak_compare import compare, snapshot  # noqa: E402
 from benchmarks.soak_infra import Driver, DurablePostgres, TwoNodes, postgres_bindir  # noqa: E402
 from dogma_evolve.store.outage import RETRY_SECONDS_ENV  # noqa: E402
-from dogma_evolve.store.testing import REQUIRE_POSTGRES_ENV  # noqa: E402
+from dogma_evolve.store.testing import skip_unless_required  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -109,10 +109,7 @@ class Outcome:
 
 def _server_or_skip() -> None:
     if postgres_bindir() is None:
-        reason = "the store outage tests start their own PostgreSQL server and found no initdb"
-        if os.environ.get(REQUIRE_POSTGRES_ENV):
-            pytest.fail(reason + f"; {REQUIRE_POSTGRES_ENV} is set", pytrace=False)
-        pytest.skip(reason)
+        skip_unless_required("the store outage tests start their own PostgreSQL server and found no initdb")
 
 
 @pytest.fixture(scope="module")
