@@ -1,20 +1,22 @@
 """Environment failures told apart from a genome's own (`evaluation.environment`).
 
 Real faults, in this process: a stale module shadowing a dependency the forward pass imports
-(a local ``sympy.py`` first on the path), a full device (``/dev/full``: every write is
-ENOSPC), a missing compiler; then the genome's own failures, which must stay the genome's:
-a shape mismatch, a block's ``AttributeError``, a non-finite loss, its own out-of-memory.
+(a local ``sympy.py`` first on the path), a full and a read-only scratch file system (real
+tmpfs mounts: ENOSPC, EROFS), a missing compiler; then the genome's own failures, which must
+stay the genome's: a shape mismatch, a block's ``AttributeError``, a non-finite loss, its own out-of-memory.
 The driver's side (`evaluation.dispatch.fetch_result`, `Dispatch.retry_or_fail`): a Ray
 error whose cause is an import error and a worker lost on every attempt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import subprocess
 import sys
 import textwrap
 import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -130,25 +132,50 @@ def test_a_module_shadowing_a_dependency_is_an_environment_failure(tmp_path):
     assert reason.startswith(ENVIRONMENT_MARK) and "ImportError" in reason and "sympy" in reason, reason
 
 
-def test_a_full_disk_is_an_environment_failure():
-    """``/dev/full`` answers every write with ENOSPC, as a full scratch disk does."""
+@contextlib.contextmanager
+def _tmpfs(where: Path, options: str) -> Iterator[Path]:
+    """A real tmpfs mounted at ``where`` with ``options`` (root only), unmounted after."""
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
 
+
+def _write_into(folder: Path, size: int) -> Callable[[], None]:
     def write_scratch() -> None:
-        with open("/dev/full", "w") as scratch:  # noqa: PTH123 - the device itself
-            scratch.write("x" * 65536)
+        with open(folder / "scratch.bin", "wb") as scratch:  # noqa: PTH123 - the real write
+            scratch.write(b"x" * size)
             scratch.flush()
 
-    if not Path("/dev/full").exists():
-        pytest.skip("no /dev/full here")
-    result = evaluate(_request(), _builder(write_scratch))
+    return write_scratch
+
+
+def test_a_full_disk_is_an_environment_failure(tmp_path):
+    """A scratch file system of 64 KiB (a real tmpfs mount) given a 1 MiB write: ENOSPC."""
+    with _tmpfs(tmp_path / "scratch", "size=64k") as scratch:
+        result = evaluate(_request(), _builder(_write_into(scratch, 1 << 20)))
     assert is_environment(result), result.reason
     assert "ENOSPC" in result.reason
 
 
-def test_a_read_only_directory_is_an_environment_failure():
-    """EROFS (a read-only scratch mount) and EACCES are the machine's; as root a chmod does
-    not refuse a write, so the errors are raised as the kernel words them."""
-    for code in (errno.EROFS, errno.EACCES, errno.EDQUOT):
+def test_a_read_only_scratch_mount_is_an_environment_failure(tmp_path):
+    """A real read-only mount refuses the write with EROFS."""
+    with _tmpfs(tmp_path / "scratch", "ro,size=64k") as scratch:
+        result = evaluate(_request(), _builder(_write_into(scratch, 16)))
+    assert is_environment(result), result.reason
+    assert "EROFS" in result.reason
+
+
+def test_permission_and_quota_errors_are_environment_failures():
+    """EACCES and EDQUOT as the kernel words them (as root a chmod refuses nothing, and no
+    quota is set up here), raised from the forward pass."""
+    for code in (errno.EACCES, errno.EDQUOT):
         error = OSError(code, "refused", "/tmp/scratch/x")
 
         def fail(error: OSError = error) -> None:
