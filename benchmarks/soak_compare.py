@@ -4,7 +4,7 @@ run of the same seed (`benchmarks/soak.py`).
 :func:`snapshot` reads one run into plain data keyed by what does not depend on the store
 (a birth is its (generation, slot), an evaluation its natural key), with metrics that
 measure the machine left out by the rule ``evolve replay`` compares by
-(:func:`evolution.replay.compared`: timings, throughput, the worker that ran it).
+(:func:`evolution.cli.replay.compared`: timings, throughput, the worker that ran it).
 :func:`compare` lists every difference and every fault: a different best, front,
 evaluation count or stored metric; a lease left running; a duplicated row; an artifact that
 fails its sha256 or differs from the reference's.
@@ -24,8 +24,8 @@ from typing import Any
 
 from sqlalchemy import text
 
+from dogma_evolve.evolution.cli.replay import compared
 from dogma_evolve.evolution.evaluating import quality_of
-from dogma_evolve.evolution.replay import compared
 from dogma_evolve.evolution.report.summary import best_individual
 from dogma_evolve.store import Store
 

@@ -18,10 +18,10 @@ from rich.table import Table
 
 from dogma_evolve.evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
 from dogma_evolve.evolution.cli import output
+from dogma_evolve.evolution.cli.progress import ablation_point_printer
 from dogma_evolve.evolution.cli.tasks import import_stored_plugins, import_stored_tasks
 from dogma_evolve.evolution.cli.training import add_training_options, check_training_options
 from dogma_evolve.evolution.errors import UsageError
-from dogma_evolve.evolution.progress import ablation_point_printer
 
 
 def add_ablate_command(sub: Any, common: argparse.ArgumentParser) -> None:

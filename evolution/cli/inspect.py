@@ -304,7 +304,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from dogma_evolve.phenotype.standalone.writer import StandaloneError
 
     if args.format == "hf":
-        from dogma_evolve.evolution.export_hf import require_transformers
+        from dogma_evolve.evolution.export.hf import require_transformers
 
         require_transformers()  # before the store is read
     with open_reader(args.store) as store:

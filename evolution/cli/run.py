@@ -28,6 +28,7 @@ from rich.text import Text
 from dogma_evolve.evolution.cli.interrupt import CtrlC
 from dogma_evolve.evolution.cli.options import cli_fields, switch
 from dogma_evolve.evolution.cli.output import EXIT_USAGE, emit_json, err, out
+from dogma_evolve.evolution.cli.progress import RunProgress, ladder_point_printer
 from dogma_evolve.evolution.cli.tasks import (
     import_stored_plugins,
     import_stored_tasks,
@@ -37,7 +38,6 @@ from dogma_evolve.evolution.cli.tasks import (
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.objectives import quality_of, seeds_text
-from dogma_evolve.evolution.progress import RunProgress, ladder_point_printer
 from dogma_evolve.evolution.selection import pareto_front
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from dogma_evolve.evaluation.scaling import LadderError, min_boot
 from dogma_evolve.evolution.cli import output
+from dogma_evolve.evolution.cli.progress import ladder_point_printer
 from dogma_evolve.evolution.cli.tasks import (
     add_plugin_option,
     genome_refusal,
@@ -29,7 +30,6 @@ from dogma_evolve.evolution.cli.tasks import (
 )
 from dogma_evolve.evolution.cli.training import add_training_options, check_training_options
 from dogma_evolve.evolution.errors import UsageError
-from dogma_evolve.evolution.progress import ladder_point_printer
 from dogma_evolve.evolution.scale.defaults import (
     DEFAULT_MINUTES,
     DEFAULT_SEEDS,

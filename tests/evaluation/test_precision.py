@@ -190,7 +190,7 @@ def test_the_cache_copies_only_results_of_the_runs_precision(tmp_path):
 def test_a_bf16_result_replays_in_bf16(tmp_path):
     """`evolve replay` re-trains in the precision the stored row records: a CPU bf16 run
     replays bit for bit (in fp32 its losses would differ)."""
-    from dogma_evolve.evolution.replay import replay_individual
+    from dogma_evolve.evolution.cli.replay import replay_individual
     from dogma_evolve.store import EvaluationIn, GenomeIn, IndividualIn, Store, by_slot
 
     genome = Genome.from_yaml(GENOME)

@@ -209,7 +209,7 @@ def assert_hf_model_works(r: dict[str, Any]) -> None:
 def export_hf_phenotype(genome: Genome, directory: Path, seed: int = 0) -> dict[str, Any]:
     """What `evolve export --format hf` writes for the check: the directory and an example
     (`perturbed_example`), checked through transformers in this process."""
-    from dogma_evolve.evolution.export_hf import check_hf
+    from dogma_evolve.evolution.export.hf import check_hf
 
     model, ids, expected = perturbed_example(genome, directory, seed)
     info = write_hf(model, genome, directory)

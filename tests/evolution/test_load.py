@@ -6,7 +6,7 @@ taken by busy processes: the time limits scale with each candidate's own pace
 The request limit here (1 s) is one a flat wall-clock limit breaks on, on this project's
 2-core machine: candidates here train for 0.4 to 3 s quiet and longer under the load. Both
 runs must record every candidate without a timeout and with identical metrics (statuses and
-every metric that measures the model, `evolution.replay.compared`), and every limit that held
+every metric that measures the model, `evolution.cli.replay.compared`), and every limit that held
 must be one the candidate's pace granted beyond the request's.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from dogma_evolve.evaluation import EvaluationPool
+from dogma_evolve.evolution.cli.replay import compared
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.engine import Engine
-from dogma_evolve.evolution.replay import compared
 from dogma_evolve.store import Store
 from dogma_evolve.store.testing import postgres_or_skip, scratch_database
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from dogma_evolve.evolution.cli.main import main
-from dogma_evolve.evolution.replay import compared
+from dogma_evolve.evolution.cli.replay import compared
 from dogma_evolve.store import IndividualIn, Store, StoreError, by_slot
 from dogma_evolve.store.migrations import heads
 from dogma_evolve.store.migrations.__main__ import main as migrations_main
@@ -224,7 +224,7 @@ def stored(url: str) -> dict[str, Any]:
 
 
 def _measured(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The metrics that measure the model, not the machine (`dogma_evolve.evolution.replay.compared`)."""
+    """The metrics that measure the model, not the machine (`dogma_evolve.evolution.cli.replay.compared`)."""
     return {k: v for k, v in metrics.items() if compared(k)}
 
 

@@ -151,7 +151,7 @@ def test_a_table_space_says_it_records_no_compute(tmp_path):
 def test_replay_of_a_row_written_before_compute_was_recorded_still_matches(tmp_path):
     from sqlalchemy import create_engine, text
 
-    from dogma_evolve.evolution.replay import replay_individual
+    from dogma_evolve.evolution.cli.replay import replay_individual
 
     config = RunConfig(population=2, generations=0, steps=2, task="mqar", seed=1, max_params=12_000)
     with Store(f"sqlite:///{tmp_path / 'replay.db'}") as store:

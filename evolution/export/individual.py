@@ -1,5 +1,5 @@
 """Export a trained phenotype as a standalone model directory (`--format standalone`, the
-default) or as a Hugging Face directory (`--format hf`, `evolution.export_hf`).
+default) or as a Hugging Face directory (`--format hf`, `evolution.export.hf`).
 
     model.pt2             torch.export program: token ids (B, T) int64 -> logits (B, T, V)
     model.safetensors     the trained weights (shared tensors stored once)
@@ -95,7 +95,7 @@ def export_individual(
     if fmt not in FORMATS:
         raise UsageError(f"unknown export format {fmt!r}: one of {', '.join(FORMATS)}")
     if fmt == "hf":
-        from dogma_evolve.evolution.export_hf import require_transformers
+        from dogma_evolve.evolution.export.hf import require_transformers
 
         require_transformers()  # before any work: a replay can take minutes
     out = Path(out_dir)
@@ -127,7 +127,7 @@ def export_individual(
         (tmp / "genome.yaml").write_text(genome.to_yaml())
         provenance = model_provenance(store, record, genome, source, task)
         if fmt == "hf":
-            from dogma_evolve.evolution.export_hf import write_hf_export
+            from dogma_evolve.evolution.export.hf import write_hf_export
 
             written = write_hf_export(model, genome, tmp, example, expected, provenance)
         else:
