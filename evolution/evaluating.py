@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from deap import tools
 
@@ -71,6 +71,7 @@ from dogma_evolve.evolution.spaces.contract import SearchSpace
 from dogma_evolve.evolution.strategies import below_floor
 from dogma_evolve.evolution.types import Candidate, Event, GenerationReport, TaskResult
 from dogma_evolve.store import EvaluationIn, Store
+from dogma_evolve.store.keys import EvalKey, natural_key  # the natural key, built in one place
 
 FAILED_QUALITY = -1e3  # below any score: a normalised accuracy under chance is negative
 FILTERED = "filtered"  # the status of a child the pre-filter stopped (store.EVALUATION_STATUSES)
@@ -100,15 +101,6 @@ def with_niches(order: Sequence[int], niches: Sequence[str], k: int) -> list[int
     taken = set(chosen)
     chosen += [i for i in order if i not in taken][: k - len(chosen)]
     return chosen
-
-
-class EvalKey(NamedTuple):
-    """The natural key of an evaluation (with the run's task overrides, none so far)."""
-
-    genome_id: str
-    task: str
-    fidelity: int
-    seed: int
 
 
 class Evaluator:
@@ -233,10 +225,7 @@ class Evaluator:
         space's cost metrics of the genome added; ``individual``: the birth it belongs to."""
         metrics = {**result.metrics, **self.space.cost_metrics(c.genome)}
         return EvaluationIn(
-            result.genome_id,
-            result.task,
-            result.fidelity,
-            result.seed,
+            *natural_key(result),
             result.status,
             metrics,
             result.reason,
@@ -491,7 +480,7 @@ class Evaluator:
         for result in results:  # a pool that does not call on_result for every result
             if is_environment(result):
                 raise EnvironmentFailure(result)
-        return {EvalKey(r.genome_id, r.task, r.fidelity, r.seed): r for r in results}
+        return {natural_key(r): r for r in results}
 
     # -- resume ---------------------------------------------------------------------------
     def count_spent(self) -> int:

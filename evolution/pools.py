@@ -2,7 +2,7 @@
 built in one place: `EvaluationPool` with each attempt's lease logged to the run it belongs to.
 
 ``leases`` is one run id (every lease to that run: a search, an ablation) or a mapping of
-evaluation key ``(genome, task, fidelity, seed)`` -> run id (one pool training the points of
+evaluation's natural key (`store.keys.natural_key`) -> run id (one pool training the points of
 several ladders, each lease to its point's run; keys it does not hold are not logged).
 """
 
@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dogma_evolve.evaluation import EvaluationPool
     from dogma_evolve.store import LeaseIn, Store
-
-Key = tuple[str, str, int, int]
+    from dogma_evolve.store.keys import EvalKey as Key
 
 
 class LeaseRouter:
@@ -29,7 +28,9 @@ class LeaseRouter:
         self.logs = {run: LeaseLog(store, run) for run in set(self.owners.values())}
 
     def __call__(self, lease: LeaseIn) -> None:
-        run = self.owners.get((lease.genome_id, lease.task, int(lease.fidelity), lease.seed))
+        from dogma_evolve.store.keys import natural_key
+
+        run = self.owners.get(natural_key(lease))
         if run is not None:
             self.logs[run](lease)
 

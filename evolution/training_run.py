@@ -29,9 +29,9 @@ from dogma_evolve.evaluation import EvalRequest, EvalResult
 from dogma_evolve.evaluation.precision import precision_of
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
+from dogma_evolve.store.keys import EvalKey, natural_key
 from dogma_evolve.store.liveness import Heartbeat
 
-Key = tuple[str, str, int, int]
 Row = tuple[Any, str, dict[str, Any], str | None, float]  # point, status, metrics, reason, seconds
 
 
@@ -56,7 +56,7 @@ class TrainingRecorder:
         self.liveness = Heartbeat(store, self.run_id)
         self.liveness.__enter__()  # held until `finish` (the commands call it in a finally)
 
-    def point_key(self, point: Any) -> Key:
+    def point_key(self, point: Any) -> EvalKey:
         raise NotImplementedError
 
     def genome_of(self, point: Any) -> Genome:
@@ -123,7 +123,7 @@ class TrainingRecorder:
 
         def on_result(result: EvalResult) -> None:
             nonlocal done
-            p = by_key[(result.genome_id, result.task, int(result.fidelity), result.seed)]
+            p = by_key[natural_key(result)]
             self.record(p, result)
             done += 1
             if on_point is not None:

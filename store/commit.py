@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Insert, insert, select
 from sqlalchemy.orm import Session
 
-from dogma_evolve.store.keys import HEX, checked_ref, chunks, fidelity_key
+from dogma_evolve.store.keys import HEX, StoredKey, checked_ref, chunks, fidelity_key, stored_key
 from dogma_evolve.store.models import (
     EVALUATION_STATUSES,
     RANKED_BY,
@@ -42,8 +42,6 @@ from dogma_evolve.store.records import (
     StoreError,
     TransferIn,
 )
-
-EvaluationKey = tuple[str, str, str, int]
 
 
 def commit_generation(
@@ -292,9 +290,9 @@ class GenerationPayload:
     def _insert_evaluations(
         self, session: Session, run_id: str, slot_ids: dict[int, int], earlier: set[int]
     ) -> None:
-        seen: set[EvaluationKey] = set()
+        seen: set[StoredKey] = set()
         for evaluation in self.evaluations:
-            key = evaluation_key(evaluation)
+            key = stored_key(evaluation)
             individual_id = None
             if evaluation.individual is not None:
                 individual_id = self._resolve(
@@ -411,7 +409,7 @@ class GenerationPayload:
             raise differs("members")
 
         for evaluation in self.evaluations:
-            key = evaluation_key(evaluation)
+            key = stored_key(evaluation)
             if not evaluation_exists(session, run_id, key):
                 raise differs(f"evaluations (genome {evaluation.genome_id[:12]} missing)")
         query = select(Transfer).where(Transfer.run_id == run_id, Transfer.generation == generation)
@@ -452,12 +450,7 @@ def _transfer_columns(t: TransferIn) -> dict[str, Any]:
     return columns
 
 
-def evaluation_key(evaluation: EvaluationIn) -> EvaluationKey:
-    """(genome, task, stored fidelity, seed): with the run, an evaluation's natural key."""
-    return (evaluation.genome_id, evaluation.task, fidelity_key(evaluation.fidelity), evaluation.seed)
-
-
-def evaluation_exists(session: Session, run_id: str, key: EvaluationKey) -> bool:
+def evaluation_exists(session: Session, run_id: str, key: StoredKey) -> bool:
     """Whether the run already has a row under this natural key (a retried task)."""
     genome_id, task, fidelity, seed = key
     found = session.scalars(

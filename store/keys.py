@@ -1,5 +1,10 @@
 """Natural keys and references as the store checks and stores them.
 
+* an evaluation's natural key within its run is ``(genome id, task, fidelity, seed)``
+  (:class:`EvalKey`), read off anything that carries one by :func:`natural_key` (a request
+  or result of the pool, a lease, an evaluation to commit or a stored one, a point of a
+  training run), and compared as stored by :func:`stored_key` (the fidelity's text): with
+  the run, what the ``evaluations`` table's UNIQUE constraint holds;
 * a genome id is lowercase hex (:data:`HEX`);
 * a fidelity is an int level or a name, stored as its canonical JSON so both round-trip
   (:func:`fidelity_key`);
@@ -11,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from dogma_evolve.store.models import canonical_json
 from dogma_evolve.store.records import Ref, StoreError
@@ -19,6 +24,31 @@ from dogma_evolve.store.records import Ref, StoreError
 T = TypeVar("T")
 HEX = re.compile(r"[0-9a-f]+")
 CHUNK = 500  # ids per IN (...) list, far below any backend's bound-parameter limit
+
+
+class EvalKey(NamedTuple):
+    """The natural key of an evaluation within its run (module docstring)."""
+
+    genome_id: str
+    task: str
+    fidelity: Any  # an int level (training steps) or a name
+    seed: int
+
+
+StoredKey = tuple[str, str, str, int]  # an EvalKey with its fidelity as stored
+
+
+def natural_key(evaluation: Any) -> EvalKey:
+    """The natural key of ``evaluation``: anything with ``genome_id``, ``task``, ``fidelity``
+    and ``seed``."""
+    return EvalKey(evaluation.genome_id, evaluation.task, evaluation.fidelity, evaluation.seed)
+
+
+def stored_key(evaluation: Any) -> StoredKey:
+    """:func:`natural_key` with the fidelity as the store holds it (:func:`fidelity_key`), so
+    1 and a level read back as 1 are one key; a bad fidelity is refused (``StoreError``)."""
+    genome_id, task, fidelity, seed = natural_key(evaluation)
+    return (genome_id, task, fidelity_key(fidelity), seed)
 
 
 def chunks(values: Sequence[T]) -> Iterator[Sequence[T]]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from dogma_evolve.store.keys import fidelity_key
+from dogma_evolve.store.keys import StoredKey, fidelity_key, stored_key
 from dogma_evolve.store.models import LEASE_STATES, Lease, Run, utcnow
 from dogma_evolve.store.records import LeaseIn, LeaseRecord, StoreError
 
@@ -47,14 +47,14 @@ class LeaseLog:
     def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         self.reclaimed = store.reclaim_expired_leases(run_id)
-        self.first_attempt: dict[tuple[str, str, str, int], int] = {}
+        self.first_attempt: dict[StoredKey, int] = {}
         for row in store.leases(run_id):
-            key = (row.genome_id, row.task, fidelity_key(row.fidelity), row.seed)
+            key = stored_key(row)
             self.first_attempt[key] = max(self.first_attempt.get(key, 0), row.attempt + 1)
 
     def __call__(self, event: Any) -> None:
         news = as_lease(event)
-        first = self.first_attempt.get((news.genome_id, news.task, fidelity_key(news.fidelity), news.seed), 0)
+        first = self.first_attempt.get(stored_key(news), 0)
         if first:
             news = replace(news, attempt=news.attempt + first)
         self.store.update_leases(self.run_id, [news])

@@ -55,6 +55,7 @@ from dogma_evolve.evolution.training_run import TrainingRecorder
 from dogma_evolve.evolution.types import Candidate
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import IndividualRecord, Store
+from dogma_evolve.store.keys import EvalKey
 
 CONFIDENCE = 0.95
 BASELINE = "baseline"
@@ -90,8 +91,8 @@ class Point:
     origin: str = ""  # "stored", "copied" (from another run), "trained"
     evaluation_id: int | None = None
 
-    def key(self) -> tuple[str, str, int, int]:
-        return (self.genome_id, self.task, self.steps, self.seed)
+    def key(self) -> EvalKey:
+        return EvalKey(self.genome_id, self.task, self.steps, self.seed)
 
     def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
         self.status, self.metrics, self.origin = status, dict(metrics), origin
@@ -226,7 +227,7 @@ class Recorder(TrainingRecorder):
         self.plan = plan
         plan.run_id = self.run_id
 
-    def point_key(self, point: Point) -> tuple[str, str, int, int]:
+    def point_key(self, point: Point) -> EvalKey:
         return point.key()
 
     def genome_of(self, point: Point) -> Genome:

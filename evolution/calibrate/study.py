@@ -65,6 +65,7 @@ from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
 from dogma_evolve.evolution.training_run import TrainingRecorder
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import Store
+from dogma_evolve.store.keys import EvalKey
 
 KIND = "calibrate"
 
@@ -84,8 +85,8 @@ class Point:
     evaluation_id: int | None = None
     size: float = 0.0  # a language-target point: the member grown this many times; 0 the fitness
 
-    def key(self) -> tuple[str, str, int, int]:
-        return (self.genome_id, self.task, self.steps, self.seed)
+    def key(self) -> EvalKey:
+        return EvalKey(self.genome_id, self.task, self.steps, self.seed)
 
     def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
         self.status, self.metrics, self.origin = status, dict(metrics), origin
@@ -251,7 +252,7 @@ class Recorder(TrainingRecorder):
         self.plan = plan
         plan.run_id = self.run_id
 
-    def point_key(self, point: Point) -> tuple[str, str, int, int]:
+    def point_key(self, point: Point) -> EvalKey:
         return point.key()
 
     def genome_of(self, point: Point) -> Genome:

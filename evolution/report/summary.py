@@ -19,6 +19,7 @@ from dogma_evolve.evolution.transfer_audit import (
 from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import account
 from dogma_evolve.store import IndividualRecord, Store
+from dogma_evolve.store.keys import natural_key
 
 FILTERED = "filtered"  # the evaluation status of a birth the pre-filter stopped (`evolution.evaluating`)
 
@@ -315,7 +316,7 @@ def environment_failures(
         cause = (lease.reason or "")[len(ENVIRONMENT_MARK) :].split("; gave up")[0].strip()
         causes[cause] = causes.get(cause, 0) + 1
     top = dict(sorted(causes.items(), key=lambda kv: -kv[1])[:5])
-    keys = {(x.genome_id, x.task, x.fidelity, x.seed) for x in leases}
+    keys = {natural_key(x) for x in leases}
     return {"attempts": len(leases), "evaluations": len(keys), "recorded": recorded, "causes": top}
 
 

@@ -66,6 +66,7 @@ from dogma_evolve.evolution.scale.regime import (
 from dogma_evolve.evolution.training_run import TrainingRecorder
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import Store
+from dogma_evolve.store.keys import EvalKey, natural_key
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,8 @@ class Point:
     epochs: float | None = None  # passes over the task's training text, where it is finite
     total_params: int = 0
 
-    def key(self, task: str) -> tuple[str, str, int, int]:
-        return (self.genome_id, task, self.steps, self.seed)
+    def key(self, task: str) -> EvalKey:
+        return EvalKey(self.genome_id, task, self.steps, self.seed)
 
     def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
         self.status, self.metrics, self.origin = status, dict(metrics), origin
@@ -285,7 +286,7 @@ class Recorder(TrainingRecorder):
         plan.run_id = self.run_id
         self.genomes = {r.genome.id: r.genome for r in plan.rungs}
 
-    def point_key(self, point: Point) -> tuple[str, str, int, int]:
+    def point_key(self, point: Point) -> EvalKey:
         return point.key(self.plan.task)
 
     def genome_of(self, point: Point) -> Genome:
@@ -318,7 +319,7 @@ def train(
     that two ladders share is trained once: the first ladder's run gets the row, the other a
     copy marked ``cached_from``."""
     order = sorted(todo, key=lambda rp: -(rp[1].params * rp[1].tokens))
-    by_key: dict[tuple[str, str, int, int], list[tuple[Recorder, Point]]] = {}
+    by_key: dict[EvalKey, list[tuple[Recorder, Point]]] = {}
     requests = []
     for rec, p in order:
         key = p.key(rec.plan.task)
@@ -329,7 +330,7 @@ def train(
 
     def on_result(result: EvalResult) -> None:
         nonlocal done
-        (rec, p), *others = by_key[(result.genome_id, result.task, result.fidelity, result.seed)]
+        (rec, p), *others = by_key[natural_key(result)]
         rec.record(p, result)
         for other, q in others:
             other.record(q, result, copied_from=p.evaluation_id)
