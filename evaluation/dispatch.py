@@ -28,8 +28,9 @@ Environment failures (`evaluation.environment`): a result the worker marked (an 
 error, a full disk, a foreign module ...), a Ray error whose cause is one (the task could not
 even be unpickled on its worker), and a request whose every attempt was lost or expired (a
 dead node, a worker killed each time) end as a ``crash`` whose reason starts with
-``ENVIRONMENT_MARK``: retried like a transient failure, then final, for the engine to stop
-on (`evolution.evaluating`) rather than record.
+``ENVIRONMENT_MARK``: retried like a transient failure, on another Ray node than the ones
+where the request failed so when the cluster has one, then final, for the engine to stop on
+(`evolution.evaluating`) rather than record.
 
 Every decision about an attempt is reported through ``pool.on_lease`` as a
 ``store.LeaseIn`` (module docstring of :mod:`evaluation.pool` for the rules). If the
@@ -87,8 +88,11 @@ class Launcher(Protocol):
         """The share of one GPU that ``request`` holds (0 without GPUs)."""
         ...
 
-    def launch(self, request: EvalRequest, token: str, attempt: int) -> ObjectRef:
-        """Submit attempt ``attempt`` (1-based) of ``request`` as the task named ``token``."""
+    def launch(
+        self, request: EvalRequest, token: str, attempt: int, avoid: frozenset[str] = frozenset()
+    ) -> ObjectRef:
+        """Submit attempt ``attempt`` (1-based) of ``request`` as the task named ``token``,
+        on a node outside ``avoid`` (Ray node ids) where there is one."""
         ...
 
 
@@ -133,6 +137,8 @@ class Dispatch:
         self.on_result = on_result
         self.results: list[EvalResult | None] = [None] * len(requests)
         self.attempts = [0] * len(requests)
+        # per request, the Ray nodes where it failed for its environment: a retry goes elsewhere
+        self.failed_on: list[set[str]] = [set() for _ in requests]
         self.waiting = deque(range(len(requests)))
         self.flights: dict[ObjectRef, Flight] = {}
 
@@ -177,7 +183,7 @@ class Dispatch:
         if request.timeout_s is None:
             request = replace(request, timeout_s=self.pool.timeout_s)
         token = uuid.uuid4().hex
-        ref = self.pool.launch(request, token, self.attempts[index])
+        ref = self.pool.launch(request, token, self.attempts[index], frozenset(self.failed_on[index]))
         now = time.monotonic()
         # with heartbeats, the limit runs from the worker's first beat (a fresh worker first
         # imports torch, slowly on a loaded machine): until then, the start grace on top
@@ -212,6 +218,9 @@ class Dispatch:
             self.retry_or_fail(ref, "lost", f"transient failure: {result.reason}")
             return
         if is_environment(result) and not result.reason.startswith(RAY_GAVE_UP):
+            node = result.metrics.get("worker_node")
+            if isinstance(node, str):
+                self.failed_on[flight.index].add(node)
             self.retry_or_fail(ref, "lost", result.reason)  # the reason keeps the mark, the final crash too
             return
         del self.flights[ref]

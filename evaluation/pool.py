@@ -281,16 +281,25 @@ class EvaluationPool:
         """The heartbeat board actor of the started pool; None when leases are off."""
         return self._board
 
-    def launch(self, request: EvalRequest, token: str, attempt: int) -> ObjectRef:
+    def launch(
+        self, request: EvalRequest, token: str, attempt: int, avoid: frozenset[str] = frozenset()
+    ) -> ObjectRef:
         """Submit ``attempt`` (1-based) at ``request`` as a Ray task named ``token`` on the
         heartbeat board. Ray's own restarts of a later attempt count against the same
-        budget of ``max_retries + 1`` attempts."""
+        budget of ``max_retries + 1`` attempts. ``avoid``: Ray node ids where the request
+        failed for its environment; the attempt goes to another live node when there is
+        one (soft affinity: if that node cannot take it, Ray places it anywhere)."""
         remote = self._remote
         options: dict[str, Any] = {}
         if attempt > 1:
             options["max_retries"] = max(0, self.max_retries + 1 - attempt)
         if self.gpus > 0:
             options["num_gpus"] = self.gpu_share(request)
+        other = _another_node(avoid) if avoid else None
+        if other is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=other, soft=True)
         if options:
             remote = self._function.options(**{**self._options, **options})
         request = self.within_share(request)
@@ -310,6 +319,18 @@ class EvaluationPool:
         if request.max_memory_bytes is not None and request.max_memory_bytes <= cap:
             return request
         return replace(request, max_memory_bytes=max(1, cap))
+
+
+def _another_node(avoid: frozenset[str]) -> str | None:
+    """The first live Ray node (by id) with CPUs that is not in ``avoid``; None if none."""
+    import ray
+
+    live = sorted(
+        node["NodeID"]
+        for node in ray.nodes()
+        if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0
+    )
+    return next((node for node in live if node not in avoid), None)
 
 
 def build_cpu_kernels() -> None:

@@ -97,6 +97,30 @@ def test_search_runs_on_both_nodes(cluster, store_url):
     assert nodes == {node.node_id for node in cluster.list_all_nodes()}
 
 
+@pytest.mark.slow
+def test_an_environment_failure_is_retried_on_the_other_node(cluster, tmp_path):
+    """The first node the candidate lands on has a broken environment (an import fails there
+    on every attempt, `fault_models`): the retry goes to the other node and succeeds, where a
+    retry on the same node would have failed again."""
+    from dogma_evolve.evaluation import EvalRequest, EvaluationPool
+    from tests.faults import fault_models
+
+    ray.cloudpickle.register_pickle_by_value(fault_models)
+    request = EvalRequest(f"broken-on-first-node:{tmp_path}", "ab" * 32, "mqar", 2, seed=0)
+    try:
+        with EvaluationPool(
+            ray_address=cluster.address, max_retries=1, build_model=fault_models.build, lease_s=None
+        ) as pool:
+            [result] = pool.evaluate([request])
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(fault_models)
+        ray.shutdown()
+    calls = (tmp_path / "broken-on-first-node.calls").read_text().split()
+    assert result.status == "ok", result.reason
+    assert len(calls) == 2 and calls[0] != calls[1]  # one attempt on each node
+    assert result.metrics["worker_node"] == calls[1]
+
+
 def test_joining_an_address_where_nothing_listens_fails_fast():
     from dogma_evolve.evaluation import EvaluationPool
 

@@ -97,7 +97,9 @@ class _PackedPool:
     def gpu_share(self, request: EvalRequest) -> float:
         return self.shares[request.genome_id]
 
-    def launch(self, request: EvalRequest, token: str, attempt: int) -> str:
+    def launch(
+        self, request: EvalRequest, token: str, attempt: int, avoid: frozenset[str] = frozenset()
+    ) -> str:
         self.launched.append(request.genome_id)
         return token
 

@@ -28,6 +28,12 @@ def _first_time(folder: str, name: str) -> bool:
     return True
 
 
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
 class CudaOOMModel(TinyAttentionLM):
     """A tiny model whose forward fails the way the CUDA caching allocator does when a
     candidate needs more GPU memory than is left (``torch.OutOfMemoryError``), after its
@@ -55,6 +61,16 @@ def build(genome_yaml: str):
     if kind == "sigstop-once":  # a hung worker: alive to Ray, silent to the heartbeat board
         if _first_time(folder, kind):
             os.kill(os.getpid(), signal.SIGSTOP)
+        return tiny
+    if kind == "broken-on-first-node":  # a node whose environment is broken (an import fails)
+        node = _node_id()
+        with (Path(folder) / f"{kind}.calls").open("a") as log:
+            log.write(f"{node}\n")
+        broken = Path(folder) / kind
+        if not broken.exists():
+            broken.write_text(node)
+        if broken.read_text() == node:
+            raise ModuleNotFoundError(f"No module named 'scipy' (broken on node {node[:12]})")
         return tiny
     if kind == "raise":
         _first_time(folder, kind)
