@@ -50,7 +50,7 @@ import dogma_evolve.store.liveness as liveness
 import dogma_evolve.store.migrations as migrations
 import dogma_evolve.store.schema as schema
 import dogma_evolve.store.transactions as transactions
-from dogma_evolve.store.engine import describe, open_engines
+from dogma_evolve.store.connection import describe, open_engines
 from dogma_evolve.store.keys import fidelity_key
 from dogma_evolve.store.models import (
     Artifact,

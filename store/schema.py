@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 import dogma_evolve.store.transactions as transactions
-from dogma_evolve.store.engine import Engines, describe
+from dogma_evolve.store.connection import Engines, describe
 from dogma_evolve.store.records import StoreError
 
 # Alembic is imported when a store is opened, not with the package: `import store` stays as

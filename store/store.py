@@ -38,7 +38,7 @@ import dogma_evolve.store.liveness as liveness
 import dogma_evolve.store.outage as outage
 import dogma_evolve.store.queries as queries
 import dogma_evolve.store.transactions as transactions
-from dogma_evolve.store.engine import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
+from dogma_evolve.store.connection import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
 from dogma_evolve.store.models import RUN_KINDS, RUN_STATUSES, Run, utcnow
 from dogma_evolve.store.records import (
     AncestryStep,

@@ -23,7 +23,7 @@ EXIT_PROBLEM = 1
 
 def cmd_check(args: argparse.Namespace) -> int:
     from dogma_evolve.store.check import PROBLEM, check_url  # SQLAlchemy: when the handler runs
-    from dogma_evolve.store.engine import describe
+    from dogma_evolve.store.connection import describe
 
     findings = check_url(args.store, release_stale=args.release_stale)
     problems = sum(f.status == PROBLEM for f in findings)

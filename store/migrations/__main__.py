@@ -18,7 +18,7 @@ from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
 import dogma_evolve.store.migrations as migrations
-from dogma_evolve.store.engine import describe, open_engines
+from dogma_evolve.store.connection import describe, open_engines
 from dogma_evolve.store.records import StoreError
 from dogma_evolve.store.schema import migration_connection
 

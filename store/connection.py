@@ -1,4 +1,5 @@
-"""Engines for the store: SQLite tuned for one writer per run and many readers, or any URL.
+"""The store's connections (SQLAlchemy engines): SQLite tuned for one writer per run and many
+readers, or any URL.
 
 SQLite gets two engines on the same file:
 
