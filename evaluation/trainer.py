@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -30,13 +30,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from .errors import EvaluationTimeout, IncompatibleModel, NonFiniteLoss
+from .options import RECIPE, Recipe
 from .precision import autocast
 from .tasks import IGNORE_INDEX, Task
 from .tasks.suite import Suite, normalised_accuracy, score_components
 from .tasks.text import EnglishText
 
-DEFAULT_BATCH_SIZE = 32
-DEFAULT_LR = 3e-3
+DEFAULT_BATCH_SIZE = RECIPE.batch_size  # the hyperparameters' defaults: `options.Recipe`
+DEFAULT_LR = RECIPE.lr
 DEFAULT_EVAL_BATCHES = 8
 PACE_STEPS = 3  # training steps that measure a candidate's pace
 PACE_SLACK = 10.0  # the pace-scaled limit: this many times the projected time
@@ -164,21 +165,20 @@ def train(
     steps: int,
     seed: int,
     *,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    lr: float = DEFAULT_LR,
-    weight_decay: float = 0.1,
-    betas: tuple[float, float] = (0.9, 0.98),
-    warmup_fraction: float = 0.1,
-    grad_clip: float = 1.0,
+    recipe: Recipe = RECIPE,
     deadline: Deadline | None = None,
     device: torch.device | str | None = None,
     precision: str = "fp32",
+    **hyperparameters: Any,
 ) -> TrainStats:
     """Train ``model`` in place on ``task`` for ``steps`` AdamW steps at peak rate ``lr``.
 
-    Batches of ``batch_size`` sequences come from ``task.train_generator(seed)``; the
-    global torch RNG is seeded with ``seed`` (dropout, stochastic paths). The rate warms
-    up over ``warmup_fraction`` of the steps, then decays (:func:`warmup_cosine`).
+    The hyperparameters are ``recipe``'s (`evaluation.options.Recipe`; the defaults
+    ``RECIPE``), any of them replaced by a keyword (``lr=1e-3``; another name is a
+    ``TypeError``). Batches of ``batch_size`` sequences come from
+    ``task.train_generator(seed)``; the global torch RNG is seeded with ``seed`` (dropout,
+    stochastic paths). The rate warms up over ``warmup_fraction`` of the steps, then decays
+    (:func:`warmup_cosine`).
     ``device`` defaults to that of the model's first parameter. Adds ``model.aux_loss()``
     (already weighted, e.g. MoE load balancing) to the loss when the model has it.
 
@@ -188,6 +188,8 @@ def train(
     the forward pass and the loss under :func:`evaluation.precision.autocast` (module
     docstring); gradients and weights stay in the parameters' dtype.
     """
+    hp = replace(recipe, **hyperparameters)
+    batch_size, lr, grad_clip = hp.batch_size, hp.lr, hp.grad_clip
     device = _resolve_device(model, device)
     torch.manual_seed(seed)  # dropout, stochastic paths: reproducible with the seed
     aux_loss = getattr(model, "aux_loss", None)
@@ -198,8 +200,10 @@ def train(
         # CUDA: one fused kernel for the whole update instead of a launch per tensor group;
         # CPU keeps the default implementation, so stored CPU results replay bit for bit
         fused = True if device.type == "cuda" else None
-        optimizer = torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, betas=betas, fused=fused)
-        warmup_steps = max(1, round(warmup_fraction * steps))
+        optimizer = torch.optim.AdamW(
+            parameter_groups(model, hp.weight_decay), lr=lr, betas=hp.betas, fused=fused
+        )
+        warmup_steps = max(1, round(hp.warmup_fraction * steps))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, warmup_steps))
     generator = task.train_generator(seed)
     tail = max(1, steps // 10)
@@ -318,20 +322,17 @@ def train_and_score(
     steps: int,
     seed: int,
     *,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    lr: float = DEFAULT_LR,
-    weight_decay: float = 0.1,
-    betas: tuple[float, float] = (0.9, 0.98),
-    warmup_fraction: float = 0.1,
-    grad_clip: float = 1.0,
     eval_batches: int = DEFAULT_EVAL_BATCHES,
     eval_seed: int = 0,
     time_limit_s: float | None = None,
     device: torch.device | str | None = None,
     precision: str = "fp32",
     deadline: Deadline | None = None,
+    **hyperparameters: Any,
 ) -> dict[str, float]:
-    """:func:`train` then :func:`score`, within one ``time_limit_s`` for both.
+    """:func:`train` then :func:`score`, within one ``time_limit_s`` for both; the
+    ``hyperparameters`` (``lr=...``, `evaluation.options.Recipe`) go to :func:`train`, the
+    batch size to :func:`score` too.
 
     Returns metrics: ``loss`` and ``accuracy`` at the answer positions of
     ``eval_batches`` held-out batches (the same batches for every seed), ``train_loss``
@@ -352,18 +353,14 @@ def train_and_score(
         deadline = Deadline(time_limit_s)
     else:
         deadline.restart(time_limit_s)
+    recipe = replace(RECIPE, **hyperparameters)
     device = _resolve_device(model, device)
     trained = train(
         model,
         task,
         steps,
         seed,
-        batch_size=batch_size,
-        lr=lr,
-        weight_decay=weight_decay,
-        betas=betas,
-        warmup_fraction=warmup_fraction,
-        grad_clip=grad_clip,
+        recipe=recipe,
         deadline=deadline,
         device=device,
         precision=precision,
@@ -371,7 +368,7 @@ def train_and_score(
     scored = score(
         model,
         task,
-        batch_size=batch_size,
+        batch_size=recipe.batch_size,
         eval_batches=eval_batches,
         eval_seed=eval_seed,
         deadline=deadline,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import MISSING
 from typing import Any
 
+from dogma_evolve.evolution.ablate.defaults import DEFAULT_TIMEOUT_S  # per training, as evolve ablate
 from dogma_evolve.evolution.config import SIZE_BOUNDS, RunConfig
 
 
@@ -25,7 +26,6 @@ DEFAULT_RANDOM = 8  # random genomes beside the presets
 MAX_RANDOM = 1_000
 TARGET_FACTOR = 10  # the default target: this many times --steps
 DEFAULT_PROMOTE: float = _search_default("promote")  # the share a first stage promotes
-DEFAULT_TIMEOUT_S = 3600.0  # per training, as evolve ablate
 MAX_STEPS: int = SIZE_BOUNDS["steps"][1] or 0  # RunConfig's bound on steps
 MAX_RUNGS = 32
 

@@ -41,6 +41,7 @@ from typing import Any
 from dogma_evolve.evaluation.precision import pool_precision
 from dogma_evolve.evaluation.tasks import derive_seed
 from dogma_evolve.evaluation.transfer import MIN_PAIRS, RESAMPLES
+from dogma_evolve.evolution.calibrate.defaults import DEFAULT_PROMOTE, DEFAULT_TIMEOUT_S
 from dogma_evolve.evolution.calibrate.panel import (
     CalibrateError,
     Ladder,
@@ -176,8 +177,8 @@ def make_plan(
     seed: int = 0,
     max_params: int = RunConfig.max_params,
     precision: str = "auto",
-    timeout_s: float = 3600.0,
-    promote: float = 0.25,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    promote: float = DEFAULT_PROMOTE,
     floor: float | None = None,
     plugin_code: dict[str, dict[str, Any]] | None = None,
     text: TextTarget | None = None,
