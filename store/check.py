@@ -51,7 +51,7 @@ import dogma_evolve.store.migrations as migrations
 import dogma_evolve.store.schema as schema
 import dogma_evolve.store.transactions as transactions
 from dogma_evolve.store.connection import describe, open_engines
-from dogma_evolve.store.keys import fidelity_key
+from dogma_evolve.store.keys import EvalKey, fidelity_key
 from dogma_evolve.store.models import (
     Artifact,
     Base,
@@ -260,7 +260,7 @@ def _declared_duplicates(session: Session, table: Table) -> list[str]:
 
 def _evaluation_keys(session: Session) -> list[str]:
     """Evaluations that share a run's natural key once read back, or spell a fidelity oddly."""
-    seen: dict[tuple[str, str, str, object, int], int] = {}
+    seen: dict[tuple[str, EvalKey], int] = {}
     names = []
     query = select(
         Evaluation.id,
@@ -274,7 +274,7 @@ def _evaluation_keys(session: Session) -> list[str]:
         fidelity, canonical = _read_fidelity(text)
         if not canonical:
             names.append(f"evaluation {row_id}: fidelity {text!r} is not canonical")
-        key = (run_id, genome_id, task, fidelity, seed)
+        key = (run_id, EvalKey(genome_id, task, fidelity, seed))
         if key in seen:
             names.append(f"evaluation {row_id}: same key as evaluation {seen[key]}")
         seen.setdefault(key, row_id)
