@@ -15,9 +15,9 @@ package (``from store import ...``): this file imports them, so that would be a 
 """
 
 from dogma_evolve.store.artifacts import WEIGHTS_ARTIFACT
-from dogma_evolve.store.ladder import LadderRankIn, LadderRankRecord
 from dogma_evolve.store.leases import LeaseLog
 from dogma_evolve.store.models import EVALUATION_STATUSES, LEASE_STATES, RANKED_BY, RUN_KINDS, RUN_STATUSES
+from dogma_evolve.store.ranks import LadderRankIn, LadderRankRecord
 from dogma_evolve.store.records import (
     AncestryStep,
     ArchiveIn,

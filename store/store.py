@@ -32,11 +32,11 @@ from sqlalchemy.pool import StaticPool
 
 import dogma_evolve.store.artifacts as artifacts
 import dogma_evolve.store.commit as commit
-import dogma_evolve.store.ladder as ladder_rows
 import dogma_evolve.store.leases as lease_rows
 import dogma_evolve.store.liveness as liveness
 import dogma_evolve.store.outage as outage
 import dogma_evolve.store.queries as queries
+import dogma_evolve.store.ranks as ladder_ranks
 import dogma_evolve.store.transactions as transactions
 from dogma_evolve.store.connection import BUSY_TIMEOUT_SECONDS, Engines, describe, open_engines
 from dogma_evolve.store.models import RUN_KINDS, RUN_STATUSES, Run, utcnow
@@ -386,19 +386,19 @@ class Store:
         self,
         run_id: str,
         generation: int,
-        rows: Iterable[ladder_rows.LadderRankIn],
+        rows: Iterable[ladder_ranks.LadderRankIn],
         transfer: Iterable[TransferIn] = (),
     ) -> None:
         """Keep the run's elite ranked up a size ladder after ``generation`` (revision 0005),
         with the ladder's rank transfer; replaces an earlier attempt's rows of that generation."""
         rows, transfer = list(rows), list(transfer)
         self._write(
-            lambda session: ladder_rows.put(session, run_id, generation, rows, transfer), "put_ladder"
+            lambda session: ladder_ranks.put(session, run_id, generation, rows, transfer), "put_ladder"
         )
 
-    def ladder(self, run_id: str) -> list[ladder_rows.LadderRankRecord]:
+    def ladder(self, run_id: str) -> list[ladder_ranks.LadderRankRecord]:
         """The run's ladder ranks (none unless it ran with ``--ladder``)."""
-        return self._read(lambda session: ladder_rows.read(session, run_id), "ladder")
+        return self._read(lambda session: ladder_ranks.read(session, run_id), "ladder")
 
     # -- artifacts -------------------------------------------------------------------------
 

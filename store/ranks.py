@@ -1,4 +1,5 @@
-"""The ``ladder_ranks`` table (revision 0005): the Pareto elite ranked up a size ladder.
+"""The ``ladder_ranks`` table (revision 0005): the ranks of a run's Pareto elite, each taken up
+a size ladder (`evolution.scale`, `evolve run --ladder`).
 
 ``LadderRankIn`` is what ``evolve run --ladder`` writes for one elite individual after the
 run's last generation; :func:`put` writes a run's rows for that generation together with
