@@ -237,14 +237,14 @@ def check_child(op: str, parents: list[Doc], child: Doc) -> None:
 
 
 # -- ordered steps: small moves where a value has an order ------------------------------
-MAX_WINDOWS = 4  # real sliding windows on the `window` ladder, besides global
+MAX_WINDOWS = 4  # real sliding windows among the `window` values, besides global
 
 
-def window_ladder(max_len: int) -> tuple[int, ...]:
+def window_values(max_len: int) -> tuple[int, ...]:
     """The `window` values of attention a step moves along: 0 (global), then the
     `MAX_WINDOWS` largest powers of two (at least 2) below the context `max_len`, halving.
     A window ≥ max_len is global in effect and 1 attends to the token itself only, so
-    neither is on the ladder."""
+    neither is among them."""
     windows: list[int] = []
     w = 1 << max(1, (max_len - 1).bit_length() - 1)
     while w >= 2 and w < max_len and len(windows) < MAX_WINDOWS:
@@ -253,23 +253,23 @@ def window_ladder(max_len: int) -> tuple[int, ...]:
     return (0, *windows)
 
 
-def ladder_step(
-    ladder: tuple[Any, ...],
+def neighbour_value(
+    values: tuple[Any, ...],
     value: Any,
     rng: random.Random,
     distance: Callable[[Any, Any], float] | None = None,
 ) -> Any:
-    """A neighbour of `value` on the ordered `ladder`: the next rung up or down; a value off
-    the ladder moves to a rung beside it (the nearest below or above, by `distance(a, b)`,
-    default |a - b|). Raises Discard when the ladder offers nothing but `value`."""
+    """A neighbour of `value` among the ordered `values`: the next one up or down; a value
+    not among them moves to one beside it (the nearest below or above, by `distance(a, b)`,
+    default |a - b|). Raises Discard when `values` offer nothing but `value`."""
     gap = distance or (lambda a, b: abs(a - b))
-    if value in ladder:
-        k = ladder.index(value)
-        moves = [ladder[i] for i in (k - 1, k + 1) if 0 <= i < len(ladder)]
+    if value in values:
+        k = values.index(value)
+        moves = [values[i] for i in (k - 1, k + 1) if 0 <= i < len(values)]
     else:
-        moves = sorted(ladder, key=lambda rung: gap(rung, value))[:2]
+        moves = sorted(values, key=lambda other: gap(other, value))[:2]
     if not moves:
-        raise Discard(f"no neighbour of {value!r} on {ladder}")
+        raise Discard(f"no neighbour of {value!r} among {values}")
     return rng.choice(moves)
 
 
@@ -282,12 +282,12 @@ def _window_distance(max_len: int) -> Callable[[int, int], float]:
 
 
 def step_window(params: dict[str, Any], structural: dict[str, Any], rng: random.Random) -> int:
-    """The next `window` of an attention gene (`window_ladder`); a window ≥ the context
+    """The next `window` of an attention gene (`window_values`); a window ≥ the context
     counts as global. Going global also drops `global_every` (it needs a window)."""
     max_len = int(structural.get("max_len", STRUCTURAL["max_len"].default))
     value = params.get("window", 0)
     current = 0 if value >= max_len else value
-    after = ladder_step(window_ladder(max_len), current, rng, _window_distance(max_len))
+    after = neighbour_value(window_values(max_len), current, rng, _window_distance(max_len))
     if after == 0 and params.get("global_every"):
         params["global_every"] = 0
     return int(after)
@@ -306,7 +306,7 @@ POSITION_NEIGHBOURS: dict[str, tuple[str, ...]] = {
 SEED_WIDTHS = (32, 48, 64, 96)  # the widths of the space's seeds and random genomes (`seeds`)
 
 
-def width_ladder() -> tuple[int, ...]:
+def width_values() -> tuple[int, ...]:
     """The `d_model` values a structural step moves along: the seed widths
     (`SEED_WIDTHS`), sorted, within the structural bounds."""
     spec = STRUCTURAL["d_model"]
@@ -335,11 +335,11 @@ __all__ = [
     "family",
     "is_expressed",
     "is_sequence_mixer",
-    "ladder_step",
     "mixers_of_doc",
+    "neighbour_value",
     "mixes_positions",
     "prefilter",
     "step_window",
-    "width_ladder",
-    "window_ladder",
+    "width_values",
+    "window_values",
 ]

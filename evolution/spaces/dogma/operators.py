@@ -13,7 +13,7 @@ they choose, and `vary` discards what slips through, with the reason); a `promot
 whose child decodes to the parent's model is discarded. Steps are small where the value has
 an order: `window` of attention moves along global, then real windows halving (never to the
 self-only window 1), `d_model` along the seed widths (`guards.SEED_WIDTHS`, the model resized
-by `genome.resize.at_width`), `positions` to a related scheme (the ladders live in
+by `genome.resize.at_width`), `positions` to a related scheme (the ordered values live in
 `guards`); `kind_substitution` stays in
 the base's family (`guards.FAMILY`) with probability `IN_FAMILY`; `homologous_crossover`
 (`evolution.spaces.dogma.crossover`) cuts both parents at one relative position and
@@ -103,7 +103,7 @@ def _pick_base(doc: Doc, rng: random.Random) -> tuple[int, int]:
 # -- mutation operators -------------------------------------------------------------------
 def point_substitution(doc: Doc, rng: random.Random) -> Variation:
     """Change one hyperparameter of one gene to a neighbouring value (`mutate_value`;
-    attention's `window` along `guards.window_ladder`; a `conv` kernel never shrinks to 1)."""
+    attention's `window` along `guards.window_values`; a `conv` kernel never shrinks to 1)."""
     i, j = _pick_base(doc, rng)
     base = doc["regions"][i]["bases"][j]
     specs = KINDS[base["kind"]].params
@@ -463,14 +463,14 @@ STRUCTURAL_MUTABLE = ("d_model", "positions", "norm", "norm_position", "tie_embe
 def structural_change(doc: Doc, rng: random.Random) -> Variation:
     """Change one global setting: width, positions, norm kind or placement, tying, biases.
 
-    `d_model` moves to a neighbouring seed width (`guards.width_ladder`) and the whole document is
+    `d_model` moves to a neighbouring seed width (`guards.width_values`) and the whole document is
     resized with it (`genome.resize.at_width`: heads, head widths and hidden widths keep
     their share); `positions` moves to a related scheme (`guards.POSITION_NEIGHBOURS`)."""
     settings = doc["regions"][0]["settings"]
     name = rng.choice(STRUCTURAL_MUTABLE)
     before = settings.get(name, STRUCTURAL[name].default)
     if name == "d_model":
-        after: Any = guards.ladder_step(guards.width_ladder(), before, rng)
+        after: Any = guards.neighbour_value(guards.width_values(), before, rng)
         doc = at_width(doc, int(after), {})
     elif name == "positions":
         after = rng.choice(guards.POSITION_NEIGHBOURS.get(before, STRUCTURAL["positions"].choices))

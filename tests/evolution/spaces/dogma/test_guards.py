@@ -160,8 +160,8 @@ def test_promoter_change_never_silences_the_last_mixer_region_nor_is_a_no_op(see
 
 # -- ordered steps -------------------------------------------------------------------------
 def test_window_moves_between_global_and_real_windows(seeds):
-    assert guards.window_ladder(24) == (0, 16, 8, 4, 2)
-    assert guards.window_ladder(2048) == (0, 1024, 512, 256, 128)
+    assert guards.window_values(24) == (0, 16, 8, 4, 2)
+    assert guards.window_values(2048) == (0, 1024, 512, 256, 128)
     rng = random.Random(0)
     for before, allowed in ((0, {16}), (16, {0, 8}), (2, {4}), (3, {4, 2}), (4096, {16})):
         got = {guards.step_window({"window": before}, {"max_len": 24}, rng) for _ in range(30)}
@@ -178,7 +178,7 @@ def test_window_moves_between_global_and_real_windows(seeds):
             continue
         if str(child.change["location"]).endswith("attention.window"):
             seen += 1
-            assert child.change["after"] in guards.window_ladder(24) and child.change["after"] != 1
+            assert child.change["after"] in guards.window_values(24) and child.change["after"] != 1
     assert seen >= 5
 
 
