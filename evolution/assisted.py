@@ -3,14 +3,14 @@
 `choose(bred, n, ...)` fits `evolution.surrogate.Surrogate` on every genome the store
 holds a successful full-fidelity evaluation of for the run's task (any run: memory across
 runs), ranks the bred children by predicted quality and keeps `n`: the best
-`n - round(explore * n)` and an exploration share, the predicted best of a `pool` of random
-genomes of the whole space when one is given (`RunConfig.explore_pool`), else bred children
+`n - round(explore * n)` and an exploration share, the predicted best of a `space_sample`, random
+genomes of the whole space, when one is given (`RunConfig.explore_pool`), else bred children
 drawn at random. The surrogate only ever changes *which* children are trained: each is then
 evaluated exactly as without it, under the same natural key and seed, so no stored result
 depends on it (tests/evolution prove this).
 
 With fewer than `MIN_ROWS` stored results (a cold store, generation 1 of a first run) the
-children are drawn at random from the bred ones (and the exploration share is the pool's
+children are drawn at random from the bred ones (and the exploration share is the sample's
 first genomes, random already), which is what breeding n would give.
 """
 
@@ -71,18 +71,20 @@ def choose(
     explore: float,
     rng: random.Random,
     seed: int,
-    pool: Sequence[Any] = (),
+    space_sample: Sequence[Any] = (),
 ) -> tuple[list[int], list[float | None]]:
-    """Indices into `bred + pool` of the `n` genomes to train and each one's predicted
+    """Indices into `bred + space_sample` of the `n` genomes to train and each one's predicted
     quality (None for a random pick without a fitted surrogate)."""
-    if len(bred) <= n and not pool:
+    if len(bred) <= n and not space_sample:
         return list(range(len(bred))), [None] * len(bred)
     rows = training_rows(store, space, task, fidelity)
     surrogate = Surrogate(seed) if len(rows) >= MIN_ROWS else None
     if surrogate is not None:
         surrogate.fit(rows)
-    features = [space.features(g) for g in [*bred, *pool]]
-    chosen = select_children(features[: len(bred)], n, explore, rng, surrogate, pool=features[len(bred) :])
+    features = [space.features(g) for g in [*bred, *space_sample]]
+    chosen = select_children(
+        features[: len(bred)], n, explore, rng, surrogate, space_sample=features[len(bred) :]
+    )
     if surrogate is None:
         return chosen, [None] * len(chosen)
     mean, _ = surrogate.predict([features[i] for i in chosen])

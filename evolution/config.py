@@ -39,8 +39,9 @@ AUTO_STRATEGY: str = typing.cast(str, None)  # `default_strategy(objectives)`
 SINGLE_OBJECTIVE_STRATEGY = "local"  # won NAS-Bench-201 on the tuning seeds (docs/results.md)
 AUTO_SURROGATE: int = typing.cast(int, None)  # `default_surrogate(objectives, multi_fidelity)`
 SINGLE_OBJECTIVE_SURROGATE = 10  # children bred per one trained, under quality alone
-# the surrogate's exploration: a share of the children, its predicted best of a pool of random
-# genomes of the whole space (chosen on NAS-Bench-201's tuning seeds, docs/results.md)
+# the surrogate's exploration: a share of the children, its predicted best of a random sample of
+# the whole space, `explore_pool` genomes (the name stored run configs and `--explore-pool` carry;
+# a "pool" elsewhere is the evaluation pool) (chosen on NAS-Bench-201's tuning seeds, docs/results.md)
 EXPLORE = 0.6
 EXPLORE_POOL = 200
 AUTO_PARENTS: int = typing.cast(int, None)  # `default_parents(multi_fidelity)`

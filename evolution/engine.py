@@ -333,7 +333,9 @@ class Engine:
         births = self._breed(parents, rng, report, n * k)
         if k > 1:
             report.bred = len(births)
-            pool = self._new_genomes(births, self.config.explore_pool if self.config.explore else 0, rng)
+            space_sample = self._new_genomes(
+                births, self.config.explore_pool if self.config.explore else 0, rng
+            )
             chosen, self._predicted = assisted.choose(
                 [b[0] for b in births],
                 n,
@@ -344,11 +346,12 @@ class Engine:
                 explore=self.config.explore,
                 rng=rng,
                 seed=derive_seed(self.config.seed, "surrogate", report.generation),  # resume-stable
-                pool=pool,
+                space_sample=space_sample,
             )
             report.explorers = sum(i >= len(births) for i in chosen)
             births = [
-                births[i] if i < len(births) else (pool[i - len(births)], None, None, []) for i in chosen
+                births[i] if i < len(births) else (space_sample[i - len(births)], None, None, [])
+                for i in chosen
             ]
         added = self._sample_new(births, n, rng)
         if self.strategy.breeds:

@@ -122,33 +122,33 @@ def select_children(
     rng: random.Random,
     surrogate: Surrogate | None,
     kappa: float = 0.0,
-    pool: Sequence[Features] = (),
+    space_sample: Sequence[Features] = (),
 ) -> list[int]:
     """Indices of the `k` genomes to train, without repeats, of the `n` bred `candidates`
-    (indices 0..n-1) and, when given, a `pool` of random genomes of the whole space (indices
-    n..n+m-1).
+    (indices 0..n-1) and, when given, a `space_sample` of random genomes of the whole space
+    (indices n..n+m-1).
 
     Exploitation: the top `k - round(explore_fraction * k)` candidates by the acquisition
     `mean + kappa * std` of the surrogate's prediction (upper confidence bound; ties go to
     the lower index). Exploration, the other `round(explore_fraction * k)` (Python's `round`
     rounds halves to even: round(0.5 * 5) = 2):
 
-    - without a pool, drawn uniformly at random, without replacement, from the candidates
+    - without a sample, drawn uniformly at random, without replacement, from the candidates
       not already chosen;
-    - with a pool, its top ones by the same acquisition: the surrogate's pick from the whole
+    - with a sample, its top ones by the same acquisition: the surrogate's pick from the whole
       space, so that a run whose neighbourhoods are poor still tries where the forest expects
       better (on NAS-Bench-201 the runs that never left poor basins were half the loss,
-      docs/results.md). Places the candidates cannot fill go to the pool's next best.
+      docs/results.md). Places the candidates cannot fill go to the sample's next best.
 
     `kappa` defaults to 0 (rank by the predicted mean): on NAS-Bench-201 the forest's spread
     is largest where its trees disagree whether a cell computes anything at all, and a bonus
     for it (kappa = 1) picked children no better than random ones, while the mean alone
-    picked near the best; exploration comes from the random share or the pool instead.
+    picked near the best; exploration comes from the random share or the sample instead.
 
     With `surrogate=None` (or an unfitted one) the candidates' share is drawn at random and
-    the pool's share is its first genomes (random already). Without a pool and with `k >= n`
+    the sample's share is its first genomes (random already). Without a sample and with `k >= n`
     every index is returned. The result lists the exploited indices first (best first),
-    then the explored ones (in draw order, or best first from a pool); for a given `rng`
+    then the explored ones (in draw order, or best first from a sample); for a given `rng`
     state it is deterministic, and `rng` is advanced only by the random draws."""
     if k < 0:
         raise ValueError(f"k must be non-negative, got {k}")
@@ -157,8 +157,8 @@ def select_children(
     n = len(candidates)
     if surrogate is not None and not surrogate.fitted:
         surrogate = None  # an unfitted one predicts nothing: as without one
-    if pool:
-        return _select_with_pool(candidates, pool, k, explore_fraction, rng, surrogate, kappa)
+    if space_sample:
+        return _select_with_sample(candidates, space_sample, k, explore_fraction, rng, surrogate, kappa)
     if k >= n:
         return list(range(n))
     if surrogate is None:
@@ -178,24 +178,25 @@ def _best_first(surrogate: Surrogate, features: Sequence[Features], kappa: float
     return sorted(range(len(features)), key=lambda i: (-float(acquisition[i]), i))
 
 
-def _select_with_pool(
+def _select_with_sample(
     candidates: Sequence[Features],
-    pool: Sequence[Features],
+    space_sample: Sequence[Features],
     k: int,
     explore_fraction: float,
     rng: random.Random,
     surrogate: Surrogate | None,
     kappa: float,
 ) -> list[int]:
-    """`select_children` with a pool: the candidates' exploited share, then the pool's."""
-    n, m = len(candidates), len(pool)
+    """`select_children` with a sample of the space: the candidates' exploited share, then the
+    sample's."""
+    n, m = len(candidates), len(space_sample)
     n_global = min(round(explore_fraction * k), m)
     n_local = min(k - n_global, n)
-    n_global = min(k - n_local, m)  # the pool fills what the candidates cannot
+    n_global = min(k - n_local, m)  # the sample fills what the candidates cannot
     if surrogate is None:
         local = rng.sample(range(n), n_local)
         explored = list(range(n_global))
     else:
         local = _best_first(surrogate, candidates, kappa)[:n_local] if n_local else []
-        explored = _best_first(surrogate, pool, kappa)[:n_global] if n_global else []
+        explored = _best_first(surrogate, space_sample, kappa)[:n_global] if n_global else []
     return local + [n + j for j in explored]

@@ -107,36 +107,42 @@ def test_select_children_exploits_then_explores(k: int, fraction: float, explore
     assert not set(chosen[k - explore :]) & set(best_first[: k - explore])
 
 
-def test_select_children_explores_with_the_pools_predicted_best() -> None:
-    """With a pool of random genomes, the exploration share is the pool's top by prediction
-    (indices after the candidates'), never a random bred child, and no draw is made."""
-    cands, pool = candidates(40, seed=1), candidates(30, seed=2)
+def test_select_children_explores_with_the_samples_predicted_best() -> None:
+    """With a sample of random genomes of the space, the exploration share is the sample's top
+    by prediction (indices after the candidates'), never a random bred child, and no draw is made."""
+    cands, sample = candidates(40, seed=1), candidates(30, seed=2)
     rng = random.Random(5)
     state = rng.getstate()
-    chosen = select_children(cands, 5, 0.4, rng, FixedSurrogate(), pool=pool)
+    chosen = select_children(cands, 5, 0.4, rng, FixedSurrogate(), space_sample=sample)
     assert rng.getstate() == state  # a fitted surrogate draws nothing
     best_cands = sorted(range(40), key=lambda i: -cands[i]["q"])
-    best_pool = sorted(range(30), key=lambda j: -pool[j]["q"])
-    assert chosen == best_cands[:3] + [40 + j for j in best_pool[:2]]
-    # a pool better than every candidate still gets only its share...
-    rich = [{"q": 10_000.0 + q["q"]} for q in pool]
-    assert sum(i >= 40 for i in select_children(cands, 5, 0.4, rng, FixedSurrogate(), pool=rich)) == 2
+    best_sample = sorted(range(30), key=lambda j: -sample[j]["q"])
+    assert chosen == best_cands[:3] + [40 + j for j in best_sample[:2]]
+    # a sample better than every candidate still gets only its share...
+    rich = [{"q": 10_000.0 + q["q"]} for q in sample]
+    assert sum(i >= 40 for i in select_children(cands, 5, 0.4, rng, FixedSurrogate(), space_sample=rich)) == 2
     # ...and fills the places the candidates cannot
-    few = select_children(cands[:2], 5, 0.4, rng, FixedSurrogate(), pool=pool)
-    assert sorted(few[:2]) == [0, 1] and few[2:] == [2 + j for j in best_pool[:3]]
-    assert select_children([], 3, 0.4, rng, FixedSurrogate(), pool=pool) == [j for j in best_pool[:3]]
-    # share 0: the pool is never used; a pool smaller than its share gives what it has
-    assert select_children(cands, 5, 0.0, rng, FixedSurrogate(), pool=pool) == best_cands[:5]
-    assert select_children(cands, 5, 0.6, rng, FixedSurrogate(), pool=pool[:1]) == best_cands[:4] + [40]
+    few = select_children(cands[:2], 5, 0.4, rng, FixedSurrogate(), space_sample=sample)
+    assert sorted(few[:2]) == [0, 1] and few[2:] == [2 + j for j in best_sample[:3]]
+    assert select_children([], 3, 0.4, rng, FixedSurrogate(), space_sample=sample) == [
+        j for j in best_sample[:3]
+    ]
+    # share 0: the sample is never used; a sample smaller than its share gives what it has
+    assert select_children(cands, 5, 0.0, rng, FixedSurrogate(), space_sample=sample) == best_cands[:5]
+    assert select_children(cands, 5, 0.6, rng, FixedSurrogate(), space_sample=sample[:1]) == best_cands[
+        :4
+    ] + [40]
 
 
-def test_select_children_without_a_fitted_surrogate_takes_the_pools_first() -> None:
-    """Cold (no surrogate): the candidates' share at random, the pool's share its first
+def test_select_children_without_a_fitted_surrogate_takes_the_samples_first() -> None:
+    """Cold (no surrogate): the candidates' share at random, the sample's share its first
     genomes (random already); the same for an rng state."""
-    cands, pool = candidates(20), candidates(10, seed=3)
-    chosen = select_children(cands, 5, 0.4, random.Random(1), None, pool=pool)
+    cands, sample = candidates(20), candidates(10, seed=3)
+    chosen = select_children(cands, 5, 0.4, random.Random(1), None, space_sample=sample)
     assert chosen[3:] == [20, 21] and len(set(chosen[:3])) == 3 and all(i < 20 for i in chosen[:3])
-    assert chosen == select_children(cands, 5, 0.4, random.Random(1), Surrogate(), pool=pool)  # unfitted
+    assert chosen == select_children(
+        cands, 5, 0.4, random.Random(1), Surrogate(), space_sample=sample
+    )  # unfitted
 
 
 def test_select_children_is_deterministic_for_an_rng_and_random_across_them() -> None:
@@ -169,10 +175,10 @@ def test_select_children_edge_cases() -> None:
 
 
 def test_select_children_with_a_fitted_surrogate_picks_better_ones() -> None:
-    train, pool = synthetic_rows(100, seed=7), synthetic_rows(60, seed=8)
+    train, bred = synthetic_rows(100, seed=7), synthetic_rows(60, seed=8)
     s = Surrogate(seed=1).fit(train)
-    chosen = select_children([f for f, _ in pool], 10, 0.0, random.Random(0), s)
-    quality = np.array([q for _, q in pool])
+    chosen = select_children([f for f, _ in bred], 10, 0.0, random.Random(0), s)
+    quality = np.array([q for _, q in bred])
     assert quality[chosen].mean() > np.quantile(quality, 0.75)
 
 
