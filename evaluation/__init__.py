@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr
     from .tasks import IGNORE_INDEX, TASKS, Task, get_task
     from .trainer import ScoreStats, TrainStats, score, train, train_and_score
 
-_EXPORTS = {
+_PUBLIC = {
     "DEFAULT_STEPS": "dogma_evolve.evaluation.evaluate",
     "IGNORE_INDEX": "dogma_evolve.evaluation.tasks",
     "STATUSES": "dogma_evolve.evaluation.result",
@@ -68,7 +68,7 @@ _EXPORTS = {
     "train_model": "dogma_evolve.evaluation.evaluate",
 }
 
-__all__ = [  # = the keys of _EXPORTS, spelt out for the linters
+__all__ = [  # = the keys of _PUBLIC, spelt out for the linters
     "DEFAULT_STEPS",
     "IGNORE_INDEX",
     "STATUSES",
@@ -98,4 +98,4 @@ __all__ = [  # = the keys of _EXPORTS, spelt out for the linters
     "train_model",
 ]
 
-__getattr__ = install(__name__, _EXPORTS)
+__getattr__ = install(__name__, _PUBLIC)

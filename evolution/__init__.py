@@ -23,7 +23,7 @@ so that `evolve genome validate` answers without loading torch.
 from importlib import import_module
 from typing import Any
 
-_EXPORTS = {
+_PUBLIC = {
     "create_search": "dogma_evolve.evolution.study",
     "load_search": "dogma_evolve.evolution.study",
     "Search": "dogma_evolve.evolution.study",
@@ -51,10 +51,10 @@ _EXPORTS = {
     "NB201Space": "dogma_evolve.evolution.spaces.nb201",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
+    if name in _PUBLIC:
+        return getattr(import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'dogma_evolve.evolution' has no attribute {name!r}")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr
     from .fit import PowerLawFit, fit_power_law
     from .surface import LossSurfaceFit, fit_loss_surface
 
-_EXPORTS = {
+_PUBLIC = {
     "Comparison": "dogma_evolve.evaluation.scaling.compare",
     "LadderError": "dogma_evolve.evaluation.scaling.checks",
     "LossSurfaceFit": "dogma_evolve.evaluation.scaling.surface",
@@ -37,7 +37,7 @@ _EXPORTS = {
     "sample_efficiency": "dogma_evolve.evaluation.scaling.compare",
 }
 
-__all__ = [  # = the keys of _EXPORTS, spelt out for the linters
+__all__ = [  # = the keys of _PUBLIC, spelt out for the linters
     "Comparison",
     "LadderError",
     "LossSurfaceFit",
@@ -52,4 +52,4 @@ __all__ = [  # = the keys of _EXPORTS, spelt out for the linters
     "sample_efficiency",
 ]
 
-__getattr__ = install(__name__, _EXPORTS)
+__getattr__ = install(__name__, _PUBLIC)

@@ -71,17 +71,17 @@ def _is_source_root(entry: str) -> bool:
 if not any(isinstance(finder, NotOurFolders) for finder in sys.meta_path):
     sys.meta_path.insert(0, NotOurFolders())
 
-_EXPORTS = {
+_PUBLIC = {
     "create_search": "dogma_evolve.evolution.study",
     "load_search": "dogma_evolve.evolution.study",
     "Search": "dogma_evolve.evolution.study",
     "Individual": "dogma_evolve.evolution.study",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
+    if name in _PUBLIC:
+        return getattr(import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'dogma_evolve' has no attribute {name!r}")

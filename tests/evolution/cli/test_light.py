@@ -69,10 +69,10 @@ def test_every_public_name_of_the_lazy_packages_resolves() -> None:
     from dogma_evolve.evaluation import scaling
 
     for package in (evaluation, scaling, evolution):
-        assert sorted(package.__all__) == sorted(package._EXPORTS), package.__name__
+        assert sorted(package.__all__) == sorted(package._PUBLIC), package.__name__
         for name in package.__all__:
             value = getattr(package, name)
-            assert value is getattr(sys.modules[package._EXPORTS[name]], name)
+            assert value is getattr(sys.modules[package._PUBLIC[name]], name)
         with pytest.raises(AttributeError):
             _ = package.no_such_name
     # a submodule named like a function leaves the package's name to the function
