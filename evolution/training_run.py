@@ -1,19 +1,27 @@
-"""A run whose generations are trainings, not a search: `evolve scale`'s ladders and `evolve
-ablate`'s variants (the `Recorder` of each is this class with its own points).
+"""A run whose generations are trainings, not a search: `evolve scale`'s ladders, `evolve
+ablate`'s variants and `evolve calibrate`'s panel, driven here, in one place.
+
+Each command plans its trainings as points (:class:`Point`, each with its plan's coordinates: a
+variant and replicate, a member and fidelity, a rung, budget and replicate) and records them
+in a :class:`TrainingRecorder` subclass that says each point's genome and ``change`` record.
 
 The run is identified by its config: ``kind`` and one identifying entry (a ladder's
-``"ladder"``, an ablation's ``"ablation"``); the same command finds its run again and resumes
-it (expired leases reclaimed), else creates it. Every point is one evaluation under the
-store's natural key ``(genome id, task, steps, seed)``:
+``"ladder"``, an ablation's ``"ablation"``, a calibration's ``"calibration"``); the same
+command finds its run again and resumes it (expired leases reclaimed), else creates it.
+Every point is one evaluation under the store's natural key (`store.keys.natural_key`:
+genome id, task, steps as the fidelity, seed):
 
 * ``lookup`` settles the points the store holds: in this run whatever their status (the key
   is unique in a run); a successful row of another run trained in this run's precision, and
   with no plugin code (``metrics["plugins"]``) other than the one loaded here, is
   copied (``cached_from``, as the engine's cache does) in one generation, not retrained;
-* ``record`` commits one trained point as the run's next generation: a birth (operator
-  None, ``change`` saying what the point is) and its evaluation row, so a killed command
-  loses at most the trainings in flight;
-* ``finish`` marks the run finished, or failed when its training raised.
+* :func:`train_recorded` trains the rest on the pool it opens (only when there is something
+  to train), in the order given, a key several points share (two ladders' runs) once: each
+  result is committed as it arrives (``record``), as the run's next generation: a birth
+  (operator None, ``change`` saying what the point is) and its evaluation row, so a killed
+  command loses at most the trainings in flight; the other points of the key get a copy
+  marked ``cached_from``;
+* then every recorder's run is marked finished, or failed when training raised (``finish``).
 
 The recorder drives its run (`store.liveness`): it claims the run when it creates or finds
 it (a second command on a run whose driver is alive is refused, `RunHeld`), beats while it
@@ -23,6 +31,8 @@ lives, and releases the run in ``finish``; each point's commit is fenced by that
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 from dogma_evolve.evaluation import EvalRequest, EvalResult
@@ -32,18 +42,59 @@ from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
 from dogma_evolve.store.keys import EvalKey, natural_key
 from dogma_evolve.store.liveness import Heartbeat
 
-Row = tuple[Any, str, dict[str, Any], str | None, float]  # point, status, metrics, reason, seconds
+OnPoint = Callable[[Any, Any, int, int], None]  # (recorder, point, done, total)
+
+
+@dataclass
+class Point:
+    """One training of a training run and, once known, its outcome: ``status`` and
+    ``metrics``, ``origin`` ("stored", "copied" from another run, "trained") and the
+    ``evaluation_id`` of its row in the run. A command's points subclass it with their
+    plan's coordinates (keyword fields)."""
+
+    genome_id: str
+    task: str
+    steps: int
+    seed: int
+    status: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""
+    evaluation_id: int | None = None
+
+    @property
+    def fidelity(self) -> int:
+        """The point's fidelity, its steps (what the store's key calls it)."""
+        return self.steps
+
+    def key(self) -> EvalKey:
+        """The point's natural key (`store.keys.natural_key`)."""
+        return natural_key(self)
+
+    def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
+        self.status, self.metrics, self.origin = status, dict(metrics), origin
+
+
+Row = tuple[Point, str, dict[str, Any], str | None, float]  # point, status, metrics, reason, seconds
 
 
 class TrainingRecorder:
-    """A training run in the store (module docstring); subclasses say each point's key, its
-    genome and its ``change`` record. A point has ``genome_id``, ``seed``, ``evaluation_id``
-    and ``settle(status, metrics, origin)``."""
+    """A training run in the store (module docstring) of ``points``, each trained within
+    ``timeout_s``; subclasses say each point's genome (``genome_of``) and its birth's
+    ``change`` record (``change_of``)."""
 
     def __init__(
-        self, store: Store, kind: str, config: dict[str, Any], entry: str, task: str, precision: str
+        self,
+        store: Store,
+        kind: str,
+        config: dict[str, Any],
+        entry: str,
+        task: str,
+        precision: str,
+        points: Sequence[Point],
+        timeout_s: float,
     ) -> None:
         self.store, self.precision = store, precision
+        self.points, self.timeout_s = list(points), timeout_s
         key = config[entry]
         found = [r for r in store.list_runs(kind) if r.config.get(entry) == key]
         if found:
@@ -54,10 +105,7 @@ class TrainingRecorder:
             self.run_id = store.create_run(config, seed=0, task=task, kind=kind)
             self.next_generation, self.resumed = 0, False
         self.liveness = Heartbeat(store, self.run_id)
-        self.liveness.__enter__()  # held until `finish` (the commands call it in a finally)
-
-    def point_key(self, point: Any) -> EvalKey:
-        raise NotImplementedError
+        self.liveness.__enter__()  # held until `finish` (`train_recorded` calls it in a finally)
 
     def genome_of(self, point: Any) -> Genome:
         raise NotImplementedError
@@ -65,19 +113,19 @@ class TrainingRecorder:
     def change_of(self, point: Any) -> dict[str, Any]:
         raise NotImplementedError
 
-    def lookup_points(self, points: list[Any]) -> list[Any]:
-        """Settle the ``points`` the store already holds; return those still to train."""
+    def lookup(self) -> list[Any]:
+        """Settle the points the store already holds; return those still to train."""
         from dogma_evolve.phenotype.plugins import pinned_loaded  # torch, as the training
 
         loaded = set(pinned_loaded())
         todo, copies = [], []
-        for p in points:
-            rec = self.store.find_evaluation(*self.point_key(p), run_id=self.run_id)
+        for p in self.points:
+            rec = self.store.find_evaluation(*p.key(), run_id=self.run_id)
             if rec is not None:
                 p.settle(rec.status, rec.metrics, "stored")
                 p.evaluation_id = rec.id
                 continue
-            rec = self.store.find_evaluation(*self.point_key(p))
+            rec = self.store.find_evaluation(*p.key())
             if (
                 rec is not None
                 and rec.status == "ok"
@@ -93,46 +141,23 @@ class TrainingRecorder:
             self._commit(copies)
         return todo
 
-    def request(self, point: Any, timeout_s: float) -> EvalRequest:
+    def request(self, point: Point) -> EvalRequest:
         """The pool's request that trains ``point``: its key, its genome, this run's precision."""
         from dogma_evolve.phenotype.plugins import pinned_loaded  # torch, as the training
 
-        genome_id, task, steps, seed = self.point_key(point)
+        genome_id, task, steps, seed = point.key()
         return EvalRequest(
             genome_yaml=self.genome_of(point).to_yaml(),
             genome_id=genome_id,
             task=task,
             fidelity=steps,
             seed=seed,
-            timeout_s=timeout_s,
+            timeout_s=self.timeout_s,
             precision=self.precision,
             plugins=pinned_loaded(),  # the block kinds this command imported, for the workers
         )
 
-    def train_points(
-        self,
-        todo: Sequence[Any],
-        pool: Any,
-        timeout_s: float,
-        on_point: Callable[[Any, int, int], None] | None = None,
-    ) -> None:
-        """Train ``todo`` on ``pool`` in the given order, committing each result as it
-        arrives (``record``); ``on_point(point, done, total)`` after each."""
-        by_key = {self.point_key(p): p for p in todo}
-        done = 0
-
-        def on_result(result: EvalResult) -> None:
-            nonlocal done
-            p = by_key[natural_key(result)]
-            self.record(p, result)
-            done += 1
-            if on_point is not None:
-                on_point(p, done, len(todo))
-
-        if todo:
-            pool.evaluate([self.request(p, timeout_s) for p in todo], on_result=on_result)
-
-    def record(self, point: Any, result: EvalResult, copied_from: int | None = None) -> None:
+    def record(self, point: Point, result: EvalResult, copied_from: int | None = None) -> None:
         """Commit one trained point as the run's next generation (``copied_from``: the row of
         another run that trained the same key in this invocation)."""
         metrics = dict(result.metrics)
@@ -152,7 +177,7 @@ class TrainingRecorder:
                 for slot, (p, *_) in enumerate(rows)
             ],
             evaluations=[
-                EvaluationIn(*self.point_key(p), status, metrics, reason, seconds, individual=by_slot(slot))
+                EvaluationIn(*p.key(), status, metrics, reason, seconds, individual=by_slot(slot))
                 for slot, (p, status, metrics, reason, seconds) in enumerate(rows)
             ],
             members=[by_slot(slot) for slot in range(len(rows))],
@@ -160,7 +185,7 @@ class TrainingRecorder:
         )
         self.next_generation += 1
         for p, *_ in rows:
-            rec = self.store.find_evaluation(*self.point_key(p), run_id=self.run_id)
+            rec = self.store.find_evaluation(*p.key(), run_id=self.run_id)
             p.evaluation_id = rec.id if rec is not None else None
 
     def finish(self, failed: bool) -> None:
@@ -171,4 +196,58 @@ class TrainingRecorder:
             self.liveness.__exit__(None, None, None)
 
 
-__all__ = ["TrainingRecorder"]
+def lookup_all(recorders: Sequence[TrainingRecorder]) -> list[tuple[TrainingRecorder, Any]]:
+    """Each recorder's points still to train (``lookup``), with their recorder."""
+    return [(rec, p) for rec in recorders for p in rec.lookup()]
+
+
+def train(todo: Sequence[tuple[TrainingRecorder, Point]], pool: Any, on_point: OnPoint | None = None) -> None:
+    """Train ``todo`` on ``pool`` in the order given, committing each result as it arrives
+    (``record``); a key several points share is trained once: the first point's run gets the
+    row, the others a copy marked ``cached_from``. ``on_point(recorder, point, done, total)``
+    after each training (``total``: the trainings requested)."""
+    by_key: dict[EvalKey, list[tuple[TrainingRecorder, Point]]] = {}
+    requests = []
+    for rec, p in todo:
+        key = p.key()
+        if key not in by_key:
+            requests.append(rec.request(p))
+        by_key.setdefault(key, []).append((rec, p))
+    done = 0
+
+    def on_result(result: EvalResult) -> None:
+        nonlocal done
+        (rec, p), *others = by_key[natural_key(result)]
+        rec.record(p, result)
+        for other, q in others:
+            other.record(q, result, copied_from=p.evaluation_id)
+        done += 1
+        if on_point is not None:
+            on_point(rec, p, done, len(requests))
+
+    if requests:
+        pool.evaluate(requests, on_result=on_result)
+
+
+def train_recorded(
+    recorders: Sequence[TrainingRecorder],
+    todo: Sequence[tuple[TrainingRecorder, Point]],
+    open_pool: Callable[[], AbstractContextManager[Any]],
+    on_point: OnPoint | None = None,
+) -> None:
+    """The one training driver of `evolve scale`, `ablate`, `calibrate` and `run --ladder`:
+    train ``todo`` (``lookup_all``'s) on the pool ``open_pool()`` opens, only when there is
+    something to train (:func:`train`), then mark every recorder's run finished, or failed
+    when training raised."""
+    failed = True
+    try:
+        if todo:
+            with open_pool() as pool:
+                train(todo, pool, on_point)
+        failed = False
+    finally:
+        for rec in recorders:
+            rec.finish(failed)
+
+
+__all__ = ["OnPoint", "Point", "TrainingRecorder", "lookup_all", "train", "train_recorded"]

@@ -1,4 +1,4 @@
-"""The defaults and limits of `evolve ablate`, as plain data: `evolution.ablate.study` (which
+"""The defaults and limits of `evolve ablate`, as plain data: `evolution.ablate.ablation` (which
 loads torch) and the `evolve` parser (which must not: every command builds it) read them
 here."""
 

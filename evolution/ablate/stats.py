@@ -1,4 +1,4 @@
-"""The statistics of an ablation (`evolution.ablate.study`): each variant's quality per replicate,
+"""The statistics of an ablation (`evolution.ablate.ablation`): each variant's quality per replicate,
 the baseline's mean with a 95 % Student-t interval over seeds, each change's mean and its
 paired difference from the baseline with the Student-t interval of that difference, and the
 JSON-able summary `evolve ablate` prints.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dogma_evolve.evolution.ablate.study import CONFIDENCE, Plan
+from dogma_evolve.evolution.ablate.ablation import CONFIDENCE, Plan
 from dogma_evolve.evolution.evaluating import quality_of
 
 

@@ -1,4 +1,4 @@
-"""A calibration summary (``evolution.calibrate.study.summary`` or ``stored_summary``) as
+"""A calibration summary (``evolution.calibrate.calibration.summary`` or ``stored_summary``) as
 text lines: what `evolve calibrate` prints and `evolve report` shows for a calibration run.
 No torch, no store: it formats a plain document. A summary written before the rungs were
 ranked by held-out loss lacks ``loss_vs_full``/``loss_vs_target``: its table has no loss

@@ -1,11 +1,12 @@
 """The `evolve ablate ID` command: parse, plan the variants, train what the store lacks, print
-each change's effect on quality (`evolution.ablate.study` has the plan, the store and the training,
-`evolution.ablate.changes` the changes, `evolution.ablate.stats` the statistics).
+each change's effect on quality (`evolution.ablate.ablation` has the plan and its run,
+`evolution.training_run` the training, `evolution.ablate.changes` the changes,
+`evolution.ablate.stats` the statistics).
 
 Bad input exits 2 with one line on stderr before anything is trained or a run is created;
 progress goes to stderr, one line per trained point.
 
-The study (`evolution.ablate.study`, `.stats`, the store's individuals) loads torch, so the
+The ablation (`evolution.ablate.ablation`, `.stats`, the store's individuals) loads torch, so the
 handlers import it when they run: every `evolve` command builds this parser."""
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _check(args: argparse.Namespace) -> None:
 def plan_of(args: argparse.Namespace) -> Any:
     """The ablation plan of ID; every refusal is a one-line ``UsageError``, before anything
     is written (the store is opened to read)."""
-    from dogma_evolve.evolution.ablate.study import AblateError, make_plan  # torch
+    from dogma_evolve.evolution.ablate.ablation import AblateError, make_plan  # torch
     from dogma_evolve.evolution.report.summary import resolve_individual
 
     _check(args)
@@ -82,8 +83,9 @@ def plan_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    from dogma_evolve.evolution.ablate.stats import summary  # torch, as the study
-    from dogma_evolve.evolution.ablate.study import Recorder, train
+    from dogma_evolve.evolution.ablate.ablation import Recorder
+    from dogma_evolve.evolution.ablate.stats import summary  # torch, as the ablation
+    from dogma_evolve.evolution.training_run import train_recorded
 
     plan = plan_of(args)
     if args.list:
@@ -102,18 +104,16 @@ def cmd_ablate(args: argparse.Namespace) -> int:
                 f"{recorder.run_id}{' (resumed)' if recorder.resumed else ''}: {have} of "
                 f"{len(plan.points)} trainings stored, {len(todo)} to train"
             )
-        failed = True
+        printer = None if args.quiet else ablation_point_printer(err, plan, started)
         try:
-            if todo:
-                try:
-                    with _pool(args, store, recorder.run_id) as pool:
-                        on_point = None if args.quiet else ablation_point_printer(err, plan, started)
-                        train(recorder, todo, pool, on_point)
-                except ConnectionError as e:  # e.g. --ray-address that nothing answers at
-                    raise UsageError(str(e)) from None
-            failed = False
-        finally:
-            recorder.finish(failed)
+            train_recorded(
+                [recorder],
+                [(recorder, p) for p in todo],
+                lambda: _pool(args, store, recorder.run_id),
+                None if printer is None else lambda _, p, done, total: printer(p, done, total),
+            )
+        except ConnectionError as e:  # e.g. --ray-address that nothing answers at
+            raise UsageError(str(e)) from None
         data = summary(plan)
     data["trained"] = len(todo)
     data["wall_seconds"] = round(time.perf_counter() - started, 1)

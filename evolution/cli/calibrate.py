@@ -147,8 +147,8 @@ def _run_ids(text: str | None) -> tuple[str, ...]:
 def plan_of(args: argparse.Namespace) -> Any:
     """The calibration the arguments ask for (``--from-runs`` read from the store, read-only);
     every refusal is a one-line ``UsageError``, before anything is written."""
+    from dogma_evolve.evolution.calibrate.calibration import CalibrateError, make_plan  # torch
     from dogma_evolve.evolution.calibrate.panel import stored_best
-    from dogma_evolve.evolution.calibrate.study import CalibrateError, make_plan  # torch
     from dogma_evolve.evolution.calibrate.text import make_target
     from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
 
@@ -192,8 +192,9 @@ def plan_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from dogma_evolve.evolution.calibrate.study import Recorder, summary, train
+    from dogma_evolve.evolution.calibrate.calibration import Recorder, summary
     from dogma_evolve.evolution.calibrate.table import calibration_lines
+    from dogma_evolve.evolution.training_run import train_recorded
 
     plan = plan_of(args)
     err = output.err()
@@ -212,17 +213,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 f"stored, {len(todo)} to train"
             )
             err.print(cost_line(plan, todo, args.workers))
-        failed = True
+        printer = None if args.quiet else point_printer(err, plan, started)
         try:
-            if todo:
-                try:
-                    with _pool(args, store, recorder.run_id) as pool:
-                        train(recorder, todo, pool, None if args.quiet else point_printer(err, plan, started))
-                except ConnectionError as e:  # e.g. --ray-address that nothing answers at
-                    raise UsageError(str(e)) from None
-            failed = False
-        finally:
-            recorder.finish(failed)
+            train_recorded(
+                [recorder],
+                [(recorder, p) for p in todo],
+                lambda: _pool(args, store, recorder.run_id),
+                None if printer is None else lambda _, p, done, total: printer(p, done, total),
+            )
+        except ConnectionError as e:  # e.g. --ray-address that nothing answers at
+            raise UsageError(str(e)) from None
         data = summary(plan)
         recorder.put_transfer(data["rows"], data.get("text", {}).get("rows", ()))
     data["trained"] = len(todo)

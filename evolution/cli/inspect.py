@@ -196,7 +196,7 @@ def _report(store: Any, args: argparse.Namespace) -> int:
     )
 
     run_id = store.resolve_run(args.run) if args.run else latest_run(store)
-    from dogma_evolve.evolution.calibrate.study import stored_summary
+    from dogma_evolve.evolution.calibrate.calibration import stored_summary
     from dogma_evolve.evolution.calibrate.table import calibration_lines
 
     calibration = stored_summary(store, run_id)

@@ -110,7 +110,7 @@ def ladder_point_printer(err: Console, started: float) -> Callable[[Any, Any, in
 
 def ablation_point_printer(err: Console, plan: Any, started: float) -> Callable[[Any, int, int], None]:
     """A progress callback for ablation trainings (`evolve ablate`): one line per trained
-    point of ``plan`` (`evolution.ablate.study.Plan`) on ``err``, with the seconds since
+    point of ``plan`` (`evolution.ablate.ablation.Plan`) on ``err``, with the seconds since
     ``started`` (``time.perf_counter()``)."""
 
     def on_point(p: Any, done: int, total: int) -> None:

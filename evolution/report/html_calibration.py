@@ -62,7 +62,7 @@ def text_figures(summary: dict[str, Any]) -> list[go.Figure]:
 
 
 def build_calibration_html(summary: dict[str, Any]) -> str:
-    """The page of a calibration summary (`evolution.calibrate.study.stored_summary`)."""
+    """The page of a calibration summary (`evolution.calibrate.calibration.stored_summary`)."""
     figures = text_figures(summary)
     parts = [
         '<div class="figure">'

@@ -1,8 +1,8 @@
 """`evolve scale`: train a size ladder of one design, record it as a run, fit how loss falls.
 
 A ``Plan`` is the ladder (``evolution.scale.ladder``) times the token budgets times the seeds:
-one ``Point`` per (rung, budget, replicate). A point is one evaluation with the natural key
-``(genome id, task, steps, seed)`` of every evaluation in the store:
+one ``LadderPoint`` per (rung, budget, replicate). A point is one evaluation with the natural
+key (`store.keys.natural_key`: genome id, task, steps, seed) of every evaluation in the store:
 
 * **params** (N) are non-embedding parameters (``Rung.params``; the total rides along as
   ``total_params``), the N of the fit and of ``tokens_per_param``;
@@ -28,8 +28,10 @@ status: the key is unique in a run); a successful row of another run is copied, 
 ``cached_from`` as the engine does, and not trained again. No schema change: a scale run is an
 ordinary run whose generations are its points.
 
-**Training** goes through the same Ray ``EvaluationPool`` as ``evolve run`` (leases logged per
-run), largest points first (the longest jobs start first on a pool of several workers).
+**Training** goes through the driver of every training command
+(``evolution.training_run.train_recorded``) on the same Ray ``EvaluationPool`` as ``evolve
+run`` (leases logged per run), largest points first (the longest jobs start first on a pool
+of several workers).
 
 **Fits** (``evaluation.scaling``): ``L(N) = E + A·N^(−α)`` on the first budget's successful
 points, with bootstrap intervals and residuals; with more than one budget also each budget's
@@ -47,11 +49,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from dogma_evolve.evaluation import EvalResult
 from dogma_evolve.evaluation.budget import learning_rate
 from dogma_evolve.evaluation.precision import pool_precision
 from dogma_evolve.evaluation.scaling import LadderError, PowerLawFit, compare, fit_loss_surface, fit_power_law
 from dogma_evolve.evaluation.tasks import derive_seed, get_task
+from dogma_evolve.evolution import training_run
 from dogma_evolve.evolution.pools import ray_pool
 from dogma_evolve.evolution.scale.defaults import DEFAULT_TIMEOUT_S, MAX_SEEDS
 from dogma_evolve.evolution.scale.ladder import MIN_DECADES, Design, Rung, ladder
@@ -63,10 +65,9 @@ from dogma_evolve.evolution.scale.regime import (
     epoch_cap,
     text_tokens_of,
 )
-from dogma_evolve.evolution.training_run import TrainingRecorder
+from dogma_evolve.evolution.training_run import OnPoint, Point, TrainingRecorder
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import Store
-from dogma_evolve.store.keys import EvalKey, natural_key
 
 
 @dataclass(frozen=True)
@@ -99,33 +100,23 @@ def seed_of(genome_id: str, task: str, replicate: int) -> int:
     return base if replicate == 0 else derive_seed(base, "repeat", replicate)
 
 
-@dataclass
-class Point:
-    """One training run of a ladder and, once known, its outcome."""
+@dataclass(kw_only=True)
+class LadderPoint(Point):
+    """One training (`training_run.Point`) of a ladder: a rung, budget and replicate."""
 
     rung: int  # index into the plan's rungs
     budget: int  # index into the plan's budgets
     replicate: int
-    genome_id: str
     params: int  # non-embedding: the fit's N
     width: int
     depth: int
-    steps: int
     tokens: int
-    seed: int
-    status: str | None = None
     loss: float | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    evaluation_id: int | None = None
-    origin: str = ""  # "stored", "copied" (from another run), "trained"
     epochs: float | None = None  # passes over the task's training text, where it is finite
     total_params: int = 0
 
-    def key(self, task: str) -> EvalKey:
-        return EvalKey(self.genome_id, task, self.steps, self.seed)
-
     def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
-        self.status, self.metrics, self.origin = status, dict(metrics), origin
+        super().settle(status, metrics, origin)
         loss = metrics.get("loss")
         ok = status == "ok" and isinstance(loss, int | float) and math.isfinite(loss)
         self.loss = float(loss) if ok and loss is not None else None
@@ -163,7 +154,7 @@ class Plan:
     seeds: int
     timeout_s: float
     tokens_per_step: int
-    points: list[Point]
+    points: list[LadderPoint]
     run_id: str | None = None
     warnings: list[str] = field(default_factory=list)
     regime: Regime | None = None  # of the first budget (`evolution.scale.regime`)
@@ -198,7 +189,7 @@ class Plan:
             config |= {"plugins": list(self.plugin_code), "plugin_code": self.plugin_code}
         return config
 
-    def done(self) -> list[Point]:
+    def done(self) -> list[LadderPoint]:
         return [p for p in self.points if p.status is not None]
 
 
@@ -251,17 +242,18 @@ def make_plan(
             steps = max(1, round(budget.target(rung.params) / per_step))
             for k in range(seeds):
                 points.append(
-                    Point(
-                        i,
-                        j,
-                        k,
+                    LadderPoint(
                         rung.genome.id,
-                        rung.params,
-                        rung.shape.width,
-                        rung.shape.depth,
+                        task,
                         steps,
-                        steps * per_step,
                         seed_of(rung.genome.id, task, k),
+                        rung=i,
+                        budget=j,
+                        replicate=k,
+                        params=rung.params,
+                        width=rung.shape.width,
+                        depth=rung.shape.depth,
+                        tokens=steps * per_step,
                         epochs=None if not data else steps * per_step / data,
                         total_params=rung.total_params,
                     )
@@ -281,18 +273,18 @@ class Recorder(TrainingRecorder):
     def __init__(self, store: Store, plan: Plan) -> None:
         # where this process trains (auto: bf16 with CUDA): what its points train in and
         # the only precision whose rows other runs may lend it
-        super().__init__(store, "scale", plan.config(), "ladder", plan.task, pool_precision("auto", None))
+        precision = pool_precision("auto", None)
+        super().__init__(
+            store, "scale", plan.config(), "ladder", plan.task, precision, plan.points, plan.timeout_s
+        )
         self.plan = plan
         plan.run_id = self.run_id
         self.genomes = {r.genome.id: r.genome for r in plan.rungs}
 
-    def point_key(self, point: Point) -> EvalKey:
-        return point.key(self.plan.task)
-
-    def genome_of(self, point: Point) -> Genome:
+    def genome_of(self, point: LadderPoint) -> Genome:
         return self.genomes[point.genome_id]
 
-    def change_of(self, p: Point) -> dict[str, Any]:
+    def change_of(self, p: LadderPoint) -> dict[str, Any]:
         return {
             "op": "scale",
             "rung": p.rung,
@@ -304,73 +296,34 @@ class Recorder(TrainingRecorder):
             "replicate": p.replicate,
         }
 
-    def lookup(self) -> list[Point]:
-        """Settle the points the store already holds; return the points still to train."""
-        return self.lookup_points(self.plan.points)
 
-
-def train(
-    recorders: Sequence[Recorder],
-    todo: Sequence[tuple[Recorder, Point]],
-    pool: Any,
-    on_point: Callable[[Recorder, Point, int, int], None] | None = None,
-) -> None:
-    """Train ``todo`` on ``pool`` (largest first), committing each result as it arrives. A key
-    that two ladders share is trained once: the first ladder's run gets the row, the other a
-    copy marked ``cached_from``."""
-    order = sorted(todo, key=lambda rp: -(rp[1].params * rp[1].tokens))
-    by_key: dict[EvalKey, list[tuple[Recorder, Point]]] = {}
-    requests = []
-    for rec, p in order:
-        key = p.key(rec.plan.task)
-        if key not in by_key:
-            requests.append(rec.request(p, rec.plan.timeout_s))
-        by_key.setdefault(key, []).append((rec, p))
-    done = 0
-
-    def on_result(result: EvalResult) -> None:
-        nonlocal done
-        (rec, p), *others = by_key[natural_key(result)]
-        rec.record(p, result)
-        for other, q in others:
-            other.record(q, result, copied_from=p.evaluation_id)
-        done += 1
-        if on_point is not None:
-            on_point(rec, p, done, len(requests))
-
-    if requests:
-        pool.evaluate(requests, on_result=on_result)
+def largest_first(todo: Sequence[tuple[Recorder, LadderPoint]]) -> list[tuple[Recorder, LadderPoint]]:
+    """``todo`` in training order: largest points (parameters × tokens) first, so the longest
+    jobs start first on a pool of several workers."""
+    return sorted(todo, key=lambda rp: -(rp[1].params * rp[1].tokens))
 
 
 def ladder_pool(
     store: Store,
-    todo: Sequence[tuple[Recorder, Point]],
+    todo: Sequence[tuple[Recorder, LadderPoint]],
     workers: int | None,
     ray_address: str | None,
     timeout_s: float,
 ) -> Any:
     """The Ray pool of `evolve run` for ``todo``, each lease logged to its point's run."""
-    owners = {p.key(rec.plan.task): rec.run_id for rec, p in todo}
+    owners = {p.key(): rec.run_id for rec, p in todo}
     return ray_pool(store, owners, workers, ray_address, timeout_s)
 
 
 def train_recorded(
     recorders: Sequence[Recorder],
-    todo: Sequence[tuple[Recorder, Point]],
+    todo: Sequence[tuple[Recorder, LadderPoint]],
     open_pool: Callable[[], AbstractContextManager[Any]],
-    on_point: Callable[[Recorder, Point, int, int], None] | None = None,
+    on_point: OnPoint | None = None,
 ) -> None:
-    """Train ``todo`` on the pool ``open_pool()`` opens (only when there is something to
-    train), then mark every recorder's run finished, or failed when training raised."""
-    failed = True
-    try:
-        if todo:
-            with open_pool() as pool:
-                train(recorders, todo, pool, on_point)
-        failed = False
-    finally:
-        for rec in recorders:
-            rec.finish(failed)
+    """``training_run.train_recorded`` (the one training driver) on ``todo``, largest
+    points first; a key two ladders share is trained once, the other run gets a copy."""
+    training_run.train_recorded(recorders, largest_first(todo), open_pool, on_point)
 
 
 # -- fits ------------------------------------------------------------------------------------

@@ -20,7 +20,14 @@ import pytest
 from dogma_evolve.evaluation import EvalRequest, EvalResult
 from dogma_evolve.evaluation.protocol import OnResult
 from dogma_evolve.evaluation.table import InProcessPool
-from dogma_evolve.evolution.calibrate.study import KIND, Plan, loss_of, make_plan, stored_summary, summary
+from dogma_evolve.evolution.calibrate.calibration import (
+    KIND,
+    Plan,
+    loss_of,
+    make_plan,
+    stored_summary,
+    summary,
+)
 from dogma_evolve.evolution.calibrate.table import calibration_lines
 from dogma_evolve.evolution.cli import calibrate as calibrate_cli
 from dogma_evolve.evolution.cli.main import main

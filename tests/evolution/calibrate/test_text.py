@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from dogma_evolve.evolution.calibrate.calibration import make_plan, stored_summary, summary
 from dogma_evolve.evolution.calibrate.panel import family_of, make_panel
-from dogma_evolve.evolution.calibrate.study import make_plan, stored_summary, summary
 from dogma_evolve.evolution.calibrate.table import calibration_lines
 from dogma_evolve.evolution.calibrate.text import (
     grow,

@@ -37,25 +37,26 @@ precision (the run's ``precision`` resolved where this command runs: ``auto`` is
 CUDA here, else fp32; every request carries it, and a bf16 ablation is another run). No
 schema change.
 
-**Training** goes through the same Ray ``EvaluationPool`` as ``evolve run`` (leases logged to
-the ablation's run), replicate by replicate, so an interrupted ablation holds whole replicates.
+**Training** goes through the driver of every training command
+(``evolution.training_run.train_recorded``) on the same Ray ``EvaluationPool`` as ``evolve
+run`` (leases logged to the ablation's run), replicate by replicate, so an interrupted
+ablation holds whole replicates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from dogma_evolve.evaluation.precision import LEGACY_PRECISION, pool_precision
 from dogma_evolve.evolution.ablate.changes import Change, derive_changes, normalise
 from dogma_evolve.evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.training_run import TrainingRecorder
+from dogma_evolve.evolution.training_run import Point, TrainingRecorder
 from dogma_evolve.evolution.types import Candidate
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import IndividualRecord, Store
-from dogma_evolve.store.keys import EvalKey
 
 CONFIDENCE = 0.95
 BASELINE = "baseline"
@@ -76,26 +77,12 @@ class Variant:
     steps: int
 
 
-@dataclass
-class Point:
-    """One training of one variant, replicate and task and, once known, its outcome."""
+@dataclass(kw_only=True)
+class AblationPoint(Point):
+    """One training (`training_run.Point`) of one variant and replicate on one task."""
 
     variant: int
     replicate: int
-    task: str
-    genome_id: str
-    steps: int
-    seed: int
-    status: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    origin: str = ""  # "stored", "copied" (from another run), "trained"
-    evaluation_id: int | None = None
-
-    def key(self) -> EvalKey:
-        return EvalKey(self.genome_id, self.task, self.steps, self.seed)
-
-    def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
-        self.status, self.metrics, self.origin = status, dict(metrics), origin
 
 
 @dataclass
@@ -109,7 +96,7 @@ class Plan:
     skipped: list[Change]
     seeds: int
     timeout_s: float
-    points: list[Point]
+    points: list[AblationPoint]
     precision: str = LEGACY_PRECISION  # resolved: fp32 or bf16
     run_id: str | None = None
 
@@ -207,7 +194,9 @@ def make_plan(
     variants = [variant(BASELINE, "the individual as evolved", baseline)]
     variants += [variant(c.name, c.what, c.genome) for c in changes if c.genome is not None]
     points = [
-        Point(i, k, task, v.genome.id, v.steps, evaluator.seed_for(baseline.id, task, k))
+        AblationPoint(
+            v.genome.id, task, v.steps, evaluator.seed_for(baseline.id, task, k), variant=i, replicate=k
+        )
         for k in range(seeds)
         for i, v in enumerate(variants)
         for task in config.tasks
@@ -220,37 +209,29 @@ def make_plan(
 # -- the store -------------------------------------------------------------------------------
 class Recorder(TrainingRecorder):
     """An ablation's run in the store (``evolution.training_run``): found or created, its
-    stored points read, new ones committed."""
+    stored points read, new ones committed; trained by ``training_run.train_recorded`` in
+    plan order (replicate by replicate)."""
 
     def __init__(self, store: Store, plan: Plan) -> None:
-        super().__init__(store, "ablate", plan.run_config(), "ablation", plan.config.task, plan.precision)
+        super().__init__(
+            store,
+            "ablate",
+            plan.run_config(),
+            "ablation",
+            plan.config.task,
+            plan.precision,
+            plan.points,
+            plan.timeout_s,
+        )
         self.plan = plan
         plan.run_id = self.run_id
 
-    def point_key(self, point: Point) -> EvalKey:
-        return point.key()
-
-    def genome_of(self, point: Point) -> Genome:
+    def genome_of(self, point: AblationPoint) -> Genome:
         return self.plan.variants[point.variant].genome
 
-    def change_of(self, p: Point) -> dict[str, Any]:
+    def change_of(self, p: AblationPoint) -> dict[str, Any]:
         variant = self.plan.variants[p.variant]
         return {"op": "ablate", "change": variant.name, "replicate": p.replicate, "params": variant.params}
-
-    def lookup(self) -> list[Point]:
-        """Settle the points the store already holds; return the points still to train."""
-        return self.lookup_points(self.plan.points)
-
-
-def train(
-    recorder: Recorder,
-    todo: Sequence[Point],
-    pool: Any,
-    on_point: Callable[[Point, int, int], None] | None = None,
-) -> None:
-    """Train ``todo`` on ``pool`` in plan order (replicate by replicate), committing each
-    result as it arrives."""
-    recorder.train_points(todo, pool, recorder.plan.timeout_s, on_point)
 
 
 __all__ = [
@@ -258,11 +239,10 @@ __all__ = [
     "DEFAULT_SEEDS",
     "DEFAULT_TIMEOUT_S",
     "AblateError",
+    "AblationPoint",
     "Plan",
-    "Point",
     "Recorder",
     "Variant",
     "make_plan",
     "search_individual",
-    "train",
 ]

@@ -19,8 +19,8 @@ from dogma_evolve.evaluation import EvalRequest, EvalResult, evaluate
 from dogma_evolve.evaluation.protocol import OnResult
 from dogma_evolve.evaluation.table import InProcessPool
 from dogma_evolve.evaluation.tasks import derive_seed, get_task
+from dogma_evolve.evolution.ablate import ablation as ablate
 from dogma_evolve.evolution.ablate import stats as ablate_stats
-from dogma_evolve.evolution.ablate import study as ablate
 from dogma_evolve.evolution.ablate.changes import (
     MATCH_TOLERANCE,
     attention_options,

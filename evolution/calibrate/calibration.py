@@ -19,7 +19,8 @@ copied, not retrained). After training, each rung's correlations are written to 
 ``evolution.calibrate.stats.transfer_rows``) with the run's last generation, replacing an
 earlier attempt's (``Store.put_ladder`` with no ladder rows).
 
-**Training** goes through the Ray ``EvaluationPool`` of every training command, its leases
+**Training** goes through the driver of every training command
+(``evolution.training_run.train_recorded``) on its Ray ``EvaluationPool``, its leases
 logged to the run, the longest trainings first (the target, then the rungs downwards), which
 keeps the workers busy to the end.
 
@@ -63,34 +64,19 @@ from dogma_evolve.evolution.calibrate.text import (
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.objectives import quality_of
 from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
-from dogma_evolve.evolution.training_run import TrainingRecorder
+from dogma_evolve.evolution.training_run import Point, TrainingRecorder
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import Store
-from dogma_evolve.store.keys import EvalKey
 
 KIND = "calibrate"
 
 
-@dataclass
-class Point:
-    """One training of one member at one fidelity on one task and, once known, its outcome."""
+@dataclass(kw_only=True)
+class CalibrationPoint(Point):
+    """One training (`training_run.Point`) of one member at one fidelity on one task."""
 
     member: int
-    task: str
-    genome_id: str
-    steps: int
-    seed: int
-    status: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    origin: str = ""  # "stored", "copied" (from another run), "trained"
-    evaluation_id: int | None = None
     size: float = 0.0  # a language-target point: the member grown this many times; 0 the fitness
-
-    def key(self) -> EvalKey:
-        return EvalKey(self.genome_id, self.task, self.steps, self.seed)
-
-    def settle(self, status: str, metrics: dict[str, Any], origin: str) -> None:
-        self.status, self.metrics, self.origin = status, dict(metrics), origin
 
 
 @dataclass
@@ -108,7 +94,7 @@ class Plan:
     timeout_s: float
     promote: float
     floor: float | None
-    points: list[Point]
+    points: list[CalibrationPoint]
     run_id: str | None = None
     # the user's block kinds the panel may draw (`phenotype.plugins`), records by pinned text
     plugin_code: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -213,12 +199,12 @@ def make_plan(
         raise CalibrateError(f"a panel of {len(members)} genomes: at least {MIN_PAIRS} are needed to rank")
     grown = {(g.member, g.size): g for g in grow_panel(members, text)} if text else {}
     text_points = [
-        Point(g.member, text.task, g.genome.id, g.steps, g.seed, size=g.size)
+        CalibrationPoint(g.genome.id, text.task, g.steps, g.seed, member=g.member, size=g.size)
         for g in sorted(grown.values(), key=lambda g: -(g.steps or 0))
         if text is not None and g.steps is not None
     ]
     points = text_points + [
-        Point(i, t, m.genome.id, f, derive_seed("eval", m.genome.id, t))
+        CalibrationPoint(m.genome.id, t, f, derive_seed("eval", m.genome.id, t), member=i)
         for f in sorted(ladder.fidelities, reverse=True)
         for i, m in enumerate(members)
         for t in config.tasks
@@ -246,22 +232,29 @@ def make_plan(
 
 class Recorder(TrainingRecorder):
     """A calibration's run in the store: found or created, its stored points read, new ones
-    committed (``evolution.training_run``)."""
+    committed (``evolution.training_run``); trained by ``training_run.train_recorded`` in
+    plan order."""
 
     def __init__(self, store: Store, plan: Plan) -> None:
-        super().__init__(store, KIND, plan.run_config(), "calibration", plan.task, plan.precision)
+        super().__init__(
+            store,
+            KIND,
+            plan.run_config(),
+            "calibration",
+            plan.task,
+            plan.precision,
+            plan.points,
+            plan.timeout_s,
+        )
         self.plan = plan
         plan.run_id = self.run_id
 
-    def point_key(self, point: Point) -> EvalKey:
-        return point.key()
-
-    def genome_of(self, point: Point) -> Genome:
+    def genome_of(self, point: CalibrationPoint) -> Genome:
         if point.size:
             return self.plan.grown[(point.member, point.size)].genome
         return self.plan.members[point.member].genome
 
-    def change_of(self, p: Point) -> dict[str, Any]:
+    def change_of(self, p: CalibrationPoint) -> dict[str, Any]:
         member = self.plan.members[p.member]
         if p.size:
             grown = self.plan.grown[(p.member, p.size)]
@@ -274,10 +267,6 @@ class Recorder(TrainingRecorder):
             }
         return {"op": KIND, "member": member.name, "steps": p.steps, "params": member.params}
 
-    def lookup(self) -> list[Point]:
-        """Settle the points the store already holds; return the points still to train."""
-        return self.lookup_points(self.plan.points)
-
     def put_transfer(self, rows: Sequence[dict[str, Any]], text: Sequence[dict[str, Any]] = ()) -> None:
         """Each rung's correlations (``rung_rows``) and, with a language target, each
         fidelity's against the text at each size (``text_rows``) in the ``transfer`` table,
@@ -287,16 +276,6 @@ class Recorder(TrainingRecorder):
                 text, self.plan.ladder.steps
             )
             self.store.put_ladder(self.run_id, self.next_generation - 1, [], transfer)
-
-
-def train(
-    recorder: Recorder,
-    todo: Sequence[Point],
-    pool: Any,
-    on_point: Callable[[Point, int, int], None] | None = None,
-) -> None:
-    """Train ``todo`` on ``pool`` in plan order, committing each result as it arrives."""
-    recorder.train_points(todo, pool, recorder.plan.timeout_s, on_point)
 
 
 def combined(results: Sequence[tuple[str | None, dict[str, Any]]]) -> float | None:
@@ -519,8 +498,8 @@ def _document(
 __all__ = [
     "KIND",
     "CalibrateError",
+    "CalibrationPoint",
     "Plan",
-    "Point",
     "Recorder",
     "combined",
     "loss_of",
@@ -529,5 +508,4 @@ __all__ = [
     "qualities_of",
     "stored_summary",
     "summary",
-    "train",
 ]
