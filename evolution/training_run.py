@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from dogma_evolve.evaluation import EvalRequest, EvalResult
 from dogma_evolve.evaluation.precision import precision_of
@@ -74,6 +74,7 @@ class Point:
         self.status, self.metrics, self.origin = status, dict(metrics), origin
 
 
+R = TypeVar("R", bound="TrainingRecorder")
 Row = tuple[Point, str, dict[str, Any], str | None, float]  # point, status, metrics, reason, seconds
 
 
@@ -196,7 +197,7 @@ class TrainingRecorder:
             self.liveness.__exit__(None, None, None)
 
 
-def lookup_all(recorders: Sequence[TrainingRecorder]) -> list[tuple[TrainingRecorder, Any]]:
+def lookup_all(recorders: Sequence[R]) -> list[tuple[R, Any]]:
     """Each recorder's points still to train (``lookup``), with their recorder."""
     return [(rec, p) for rec in recorders for p in rec.lookup()]
 

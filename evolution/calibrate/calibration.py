@@ -67,6 +67,7 @@ from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
 from dogma_evolve.evolution.training_run import Point, TrainingRecorder
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import Store
+from dogma_evolve.store.keys import EvalKey
 
 KIND = "calibrate"
 
@@ -400,7 +401,7 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
         for f in ladder.fidelities:
             results = []
             for task, seed in entry["seeds"].items():
-                rec = store.find_evaluation(entry["genome_id"], task, f, int(seed), run_id=run_id)
+                rec = store.find_evaluation(*EvalKey(entry["genome_id"], task, f, int(seed)), run_id=run_id)
                 missing += rec is None
                 results.append((None, {}) if rec is None else (rec.status, rec.metrics))
             absent[f] += any(status is None for status, _ in results)
@@ -438,7 +439,7 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
                 over[size] += 1
                 text_losses[size].append(None)
                 continue
-            point = (grown["genome_id"], text.task, int(grown["steps"]), int(grown["seed"]))
+            point = EvalKey(grown["genome_id"], text.task, int(grown["steps"]), int(grown["seed"]))
             rec = store.find_evaluation(*point, run_id=run_id)
             out["missing"] += rec is None
             text_losses[size].append(None if rec is None else loss_of([(rec.status, rec.metrics)]))

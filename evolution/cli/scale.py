@@ -279,6 +279,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
         plan_summary,
         train_recorded,
     )
+    from dogma_evolve.evolution.training_run import lookup_all
 
     ladders = plans(args)  # every check, before the store is opened for writing
     err = output.err()
@@ -287,7 +288,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
     store = output.open_store(args.store, create=True)
     try:
         recorders = [Recorder(store, plan) for plan in ladders]
-        todo = [(rec, p) for rec in recorders for p in rec.lookup()]
+        todo = lookup_all(recorders)
         if not quiet:
             if args.default_budget is not None:
                 err.print(f"budget: {args.default_budget.message()}")

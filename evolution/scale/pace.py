@@ -62,10 +62,10 @@ def makespan(durations: Sequence[float], workers: int) -> float:
 def projected_seconds(plans: Sequence[Any], paces: dict[str, Pace], workers: int) -> float:
     """The wall time of training every point of ``plans`` (``evolution.scale.train.Plan``;
     a key two plans share is trained once) on ``workers``."""
-    seen: dict[tuple[str, int, int], float] = {}
+    seen: dict[Any, float] = {}
     for plan in plans:
         for p in plan.points:
-            seen[(p.genome_id, p.steps, p.seed)] = paces[p.genome_id].seconds(p.steps)
+            seen[p.key()] = paces[p.genome_id].seconds(p.steps)
     return makespan(list(seen.values()), workers)
 
 

@@ -52,6 +52,7 @@ from dogma_evolve.evolution.evaluating import below_floor, quality_of
 from dogma_evolve.evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
 from dogma_evolve.evolution.scale.ladder import MIN_DECADES, Design
 from dogma_evolve.evolution.scale.train import Budget, Plan, Recorder, fit_points, make_plan, train_recorded
+from dogma_evolve.evolution.training_run import lookup_all
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import LadderRankIn, Store, TransferIn
 
@@ -262,7 +263,7 @@ def run_ladder(
     settings = LadderSettings.of(config)
     ladders = plan_elite(elite_of(population, config.quality_floor, settings.elites), settings)
     recorders = {e.individual_id: Recorder(store, e.plan) for e in ladders if e.plan is not None}
-    todo = [(rec, p) for rec in recorders.values() for p in rec.lookup()]
+    todo = lookup_all(list(recorders.values()))
     train_recorded(list(recorders.values()), todo, lambda: nullcontext(pool), on_point)
     ranks = rank_elite(ladders, settings.target_params)
     rows = [
