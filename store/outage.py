@@ -24,10 +24,16 @@ was lost): docs/reference/store.md, "Riding out an outage", and
 ``tests/store/test_outage.py`` say which key makes each write so. Errors that a retry
 cannot change (a broken constraint, bad SQL, a refusal of the store's own) are never
 retried.
+
+A full disk is one of those (:func:`is_disk_full`: SQLite's SQLITE_FULL, PostgreSQL's
+disk_full, an ``OSError`` ENOSPC or EDQUOT): the database rolled the transaction back, and
+running it again fails the same way until someone frees space. It is a :class:`StoreFull`
+at once, whose one line names the store's file or database (``transactions.one_line``).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -48,6 +54,17 @@ MAX_SLEEP_S = 5.0
 # whole class 08, connection exceptions.
 _GOING_AWAY = {"57P01", "57P02", "57P03"}
 _SQLITE_BUSY = ("database is locked", "database table is locked", "database is busy")
+# A file system with no room left: PostgreSQL's disk_full, SQLite's SQLITE_FULL (its
+# message, for a driver that does not set the code), the kernel's ENOSPC and EDQUOT.
+_DISK_FULL_SQLSTATE = "53100"
+_SQLITE_FULL = 13
+_SQLITE_FULL_MESSAGE = "database or disk is full"
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class StoreFull(StoreError):
+    """A transaction failed because the file system holding the database is full: it was
+    rolled back whole; nothing of it was written. Not retried (module docstring)."""
 
 
 def retry_seconds(value: float | None = None) -> float:
@@ -86,6 +103,28 @@ def is_transient(exc: BaseException) -> bool:
     # server) as an OperationalError without a SQLSTATE, and a closed connection used
     # again as an InterfaceError; the server's own refusals always carry a SQLSTATE.
     return isinstance(exc, (OperationalError, InterfaceError)) and sqlstate is None
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it wraps) says the disk holding the database is full."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
+            return True
+        if getattr(error, "sqlstate", None) == _DISK_FULL_SQLSTATE:
+            return True
+        code = getattr(error, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == _SQLITE_FULL:
+            return True
+        if _is_sqlite(error) and _SQLITE_FULL_MESSAGE in str(error).lower():
+            return True
+        pending += [getattr(error, "orig", None), error.__cause__, error.__context__]
+    return False
 
 
 def _is_sqlite(orig: BaseException | None) -> bool:

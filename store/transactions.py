@@ -13,11 +13,14 @@ connection (the pool's pre-ping replaces a connection the server closed), when
 
 So the work passed in must be idempotent, also when its first attempt committed and only
 the acknowledgement was lost (``tests/store/test_outage.py`` shows each write is). Other
-failures become a :class:`~store.records.StoreError` with a one-line message at once.
+failures become a :class:`~store.records.StoreError` with a one-line message at once; a
+full disk (:func:`store.outage.is_disk_full`) a :class:`~store.outage.StoreFull` at once,
+whose line names the store's file (or database) and says nothing of the transaction was written.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -26,7 +29,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from dogma_evolve.store.outage import Outage, is_transient, one_line_of
+from dogma_evolve.store.outage import Outage, StoreFull, is_disk_full, is_transient, one_line_of
 from dogma_evolve.store.records import StoreError
 
 T = TypeVar("T")
@@ -37,12 +40,27 @@ _RETRY_SQLSTATES = {"40001", "40P01", "55P03"}
 _DAMAGED = ("malformed", "not a database")
 
 
-def one_line(exc: BaseException) -> str:
-    """The first line of the database's own message, with a hint for a damaged file."""
+def one_line(exc: BaseException, where: str = "") -> str:
+    """The first line of the database's own message, with a hint for a damaged file or,
+    for a full disk, the store it holds (``where``: the SQLite file or the database)."""
     line = one_line_of(exc)
+    if is_disk_full(exc):
+        store = f"the store {where}" if where else "the store"
+        return (
+            f"the file system holding {store} is full ({line}): the transaction was rolled back, "
+            "nothing of it written; free space there, then run again (a search: evolve run --resume)"
+        )
     if any(word in line.lower() for word in _DAMAGED):
         line += " (the store file is damaged; it was left as it is)"
     return line
+
+
+def where_of(engine: Engine) -> str:
+    """What a full-disk line names: the SQLite file's absolute path, else the database."""
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        return os.path.abspath(url.database)
+    return url.render_as_string(hide_password=True)
 
 
 def is_busy(exc: DBAPIError, outage: Outage | None) -> bool:
@@ -56,13 +74,14 @@ def is_busy(exc: DBAPIError, outage: Outage | None) -> bool:
     return locked and (outage is None or outage.bound_s <= 0)
 
 
-def retrying(attempt: Callable[[], T], what: str, outage: Outage | None = None) -> T:
+def retrying(attempt: Callable[[], T], what: str, outage: Outage | None = None, where: str = "") -> T:
     """Run ``attempt`` (one whole transaction) until it succeeds or fails for good.
 
     A conflict runs again at once (:data:`WRITE_ATTEMPTS` in all, as does a locked SQLite
     file when there is no ``outage`` bound); a transient error
     (:func:`store.outage.is_transient`) runs again while ``outage`` allows, which sleeps
-    between attempts; without an ``outage`` it fails at once (no bound to keep).
+    between attempts; without an ``outage`` it fails at once (no bound to keep). A full
+    disk fails at once, a :class:`~store.outage.StoreFull` naming ``where``.
     """
     conflicts = 0
     number = 0
@@ -70,6 +89,8 @@ def retrying(attempt: Callable[[], T], what: str, outage: Outage | None = None) 
         try:
             result = attempt()
         except DBAPIError as exc:
+            if is_disk_full(exc):  # rolled back; running it again fails alike until space is freed
+                raise StoreFull(f"{what}: {one_line(exc, where)}") from exc
             if is_busy(exc, outage) and conflicts + 1 < WRITE_ATTEMPTS:
                 conflicts += 1
                 time.sleep(0.1 * conflicts)
@@ -94,7 +115,7 @@ def write(engine: Engine, work: Callable[[Session], T], what: str, outage: Outag
             with session.begin():
                 return work(session)
 
-    return retrying(attempt, what, outage)
+    return retrying(attempt, what, outage, where_of(engine))
 
 
 def read(engine: Engine, work: Callable[[Session], T], what: str, outage: Outage | None = None) -> T:
@@ -106,4 +127,4 @@ def read(engine: Engine, work: Callable[[Session], T], what: str, outage: Outage
             with session.begin():
                 return work(session)
 
-    return retrying(attempt, what, outage)
+    return retrying(attempt, what, outage, where_of(engine))

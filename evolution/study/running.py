@@ -7,19 +7,23 @@ raises stops the search there, the run left resumable (`interrupted`, no driver)
 raised again to the caller; `Search.stop()` from a callback ends the search there as
 finished (`stop_reason` says so). An evaluation that failed for its environment on every
 attempt (`evaluation.environment.EnvironmentFailure`) stops it the same way, before its
-generation is committed, and is raised again: fix the cause and resume. Any other failure
-of the engine marks the run `failed`.
+generation is committed, and is raised again: fix the cause and resume. So does a full disk
+under the store (`store.outage.StoreFull`: the transaction that met it was rolled back whole;
+the little room left goes to releasing the run). Any other failure of the engine marks the
+run `failed` where the store still takes that write (the first failure is the one raised).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 from dogma_evolve.evaluation.environment import EnvironmentFailure
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.types import Event, GenerationReport
+from dogma_evolve.store import StoreError
+from dogma_evolve.store.outage import StoreFull
 
 if TYPE_CHECKING:
     from dogma_evolve.evaluation.protocol import Pool
@@ -110,10 +114,11 @@ def drive(engine: Engine, store: Store, on_point: Any = None) -> list[Any]:
             engine.pool = pool
             try:
                 population = engine.run()
-            except (KeyboardInterrupt, CallbackFailed, Stopped, EnvironmentFailure):
+            except (KeyboardInterrupt, CallbackFailed, Stopped, EnvironmentFailure, StoreFull):
                 raise  # the run stays resumable
             except BaseException:
-                store.set_run_status(run_id, "failed")
+                with suppress(StoreError):  # the store may be what failed: the first error is told
+                    store.set_run_status(run_id, "failed")
                 raise
             if engine.config.ladder:  # the elite up a size ladder, on the same pool
                 from dogma_evolve.evolution.scale.search_ladder import run_ladder  # torch
