@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from safetensors.torch import save, save_file
+from safetensors.torch import save
 from torch import nn
 
 #: the only metadata written (one entry: a multi-entry map has no fixed byte order)
@@ -58,7 +58,9 @@ def save_weights(model: nn.Module, path: str | os.PathLike[str]) -> None:
     with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".tmp", delete=False) as f:
         tmp = Path(f.name)
     try:
-        save_file(unique_tensors(model), str(tmp), metadata=METADATA)
+        # written from Python, not safetensors' own writer: a full disk is then an OSError
+        # (ENOSPC) that callers can tell apart and report in one line
+        tmp.write_bytes(weights_bytes(model))
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)

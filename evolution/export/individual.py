@@ -21,6 +21,7 @@ leaves nothing half-written; an existing non-empty directory is refused.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_file
+from safetensors.torch import load_model, save
 
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.genome import Genome
@@ -37,6 +38,7 @@ from dogma_evolve.phenotype import DogmaModel, account, decode
 from dogma_evolve.phenotype.standalone.writer import check_package, write_package
 from dogma_evolve.phenotype.weights import save_weights
 from dogma_evolve.store import WEIGHTS_ARTIFACT, IndividualRecord, Store
+from dogma_evolve.store.outage import is_disk_full
 
 
 def trained_phenotype(store: Store, record: IndividualRecord, progress: Any = None) -> tuple[DogmaModel, str]:
@@ -121,9 +123,8 @@ def export_individual(
         example, _ = task.batch(gen, 2)
         with torch.no_grad():
             expected = model(example)
-        save_file(
-            {"input": example.contiguous(), "output": expected.contiguous()}, str(tmp / "example.safetensors")
-        )
+        pair = {"input": example.contiguous(), "output": expected.contiguous()}
+        (tmp / "example.safetensors").write_bytes(save(pair))
         (tmp / "genome.yaml").write_text(genome.to_yaml())
         provenance = model_provenance(store, record, genome, source, task)
         if fmt == "hf":
@@ -135,8 +136,13 @@ def export_individual(
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(error, Exception) and is_disk_full(error):
+            raise UsageError(
+                f"cannot export individual {record.id}: the file system holding {out.parent} is full "
+                f"({error}); nothing was written: free space there, then export again"
+            ) from None
         raise
     return {
         "id": record.id,
@@ -160,7 +166,11 @@ def _write_standalone(
     """model.pt2, model.safetensors, dogma_model/ (checked) and the card."""
     program = _export_program(model, example)
     dynamic = bool(program.range_constraints)
-    torch.export.save(program, str(tmp / "model.pt2"))
+    # through memory: torch's own file writer aborts the process on a full disk, where a
+    # write from Python raises ENOSPC (an OSError) that the caller reports in one line
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    (tmp / "model.pt2").write_bytes(buffer.getvalue())
     save_weights(model, tmp / "model.safetensors")
     package = write_package(model, genome, tmp)
     check_package(package["package"], example, expected)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 
 from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import DogmaModel
@@ -236,7 +236,7 @@ def write_hf(model: DogmaModel, genome: Genome, out_dir: str | Path) -> dict[str
         raise StandaloneError(f"hf_template/modeling_dogma.py lacks the line {MANIFEST_AFTER.strip()!r}")
     (out / "modeling_dogma.py").write_text(modeling.replace(MANIFEST_AFTER, MANIFEST_AFTER + manifest(flats)))
     tensors, aliases = hf_weights(model)
-    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "model.safetensors").write_bytes(save(tensors, metadata={"format": "pt"}))  # ENOSPC: an OSError
     cfg = model.cfg
     config = {
         "architectures": ["DogmaForCausalLM"],
