@@ -21,7 +21,9 @@ genome id, task, steps as the fidelity, seed):
   (operator None, ``change`` saying what the point is) and its evaluation row, so a killed
   command loses at most the trainings in flight; the other points of the key get a copy
   marked ``cached_from``;
-* then every recorder's run is marked finished, or failed when training raised (``finish``).
+* then every recorder's run is marked finished, or failed when training raised (``finish``);
+  an environment failure (`evaluation.environment`) is no point's result: training stops,
+  nothing is recorded for it, and the run stays resumable.
 
 The recorder drives its run (`store.liveness`): it claims the run when it creates or finds
 it (a second command on a run whose driver is alive is refused, `RunHeld`), beats while it
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dogma_evolve.evaluation import EvalRequest, EvalResult
+from dogma_evolve.evaluation.environment import EnvironmentFailure, is_environment
 from dogma_evolve.evaluation.precision import precision_of
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
@@ -189,10 +192,12 @@ class TrainingRecorder:
             rec = self.store.find_evaluation(*p.key(), run_id=self.run_id)
             p.evaluation_id = rec.id if rec is not None else None
 
-    def finish(self, failed: bool) -> None:
-        """Mark the run finished (or failed) and release it."""
+    def finish(self, failed: bool | None) -> None:
+        """Mark the run finished (or failed) and release it; ``None``: release it only (it
+        stays resumable, shown ``interrupted``)."""
         try:
-            self.store.set_run_status(self.run_id, "failed" if failed else "finished")
+            if failed is not None:
+                self.store.set_run_status(self.run_id, "failed" if failed else "finished")
         finally:
             self.liveness.__exit__(None, None, None)
 
@@ -204,9 +209,11 @@ def lookup_all(recorders: Sequence[R]) -> list[tuple[R, Any]]:
 
 def train(todo: Sequence[tuple[TrainingRecorder, Point]], pool: Any, on_point: OnPoint | None = None) -> None:
     """Train ``todo`` on ``pool`` in the order given, committing each result as it arrives
-    (``record``); a key several points share is trained once: the first point's run gets the
-    row, the others a copy marked ``cached_from``. ``on_point(recorder, point, done, total)``
-    after each training (``total``: the trainings requested)."""
+    (``record``), or raising `EnvironmentFailure` at the first environment failure, which
+    records nothing (the pool has retried it); a key several points share is trained once:
+    the first point's run gets the row, the others a copy marked ``cached_from``.
+    ``on_point(recorder, point, done, total)`` after each training (``total``: the
+    trainings requested)."""
     by_key: dict[EvalKey, list[tuple[TrainingRecorder, Point]]] = {}
     requests = []
     for rec, p in todo:
@@ -218,6 +225,8 @@ def train(todo: Sequence[tuple[TrainingRecorder, Point]], pool: Any, on_point: O
 
     def on_result(result: EvalResult) -> None:
         nonlocal done
+        if is_environment(result):  # the machine's failure, not the genome's: stop, record nothing
+            raise EnvironmentFailure(result)
         (rec, p), *others = by_key[natural_key(result)]
         rec.record(p, result)
         for other, q in others:
@@ -239,13 +248,18 @@ def train_recorded(
     """The one training driver of `evolve scale`, `ablate`, `calibrate` and `run --ladder`:
     train ``todo`` (``lookup_all``'s) on the pool ``open_pool()`` opens, only when there is
     something to train (:func:`train`), then mark every recorder's run finished, or failed
-    when training raised."""
-    failed = True
+    when training raised. An environment failure (`EnvironmentFailure`, raised on) leaves
+    the runs released but not failed: the same command, run again once the cause is fixed,
+    resumes them with what was trained."""
+    failed: bool | None = True
     try:
         if todo:
             with open_pool() as pool:
                 train(todo, pool, on_point)
         failed = False
+    except EnvironmentFailure:
+        failed = None
+        raise
     finally:
         for rec in recorders:
             rec.finish(failed)

@@ -79,10 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args)
     except Exception as e:
         store = sys.modules.get("dogma_evolve.store")  # a StoreError can only come from a loaded store
+        environment = sys.modules.get("dogma_evolve.evaluation.environment")
         known = (UsageError, GenomeError) + ((store.StoreError,) if store else ())
-        if not isinstance(e, known):
+        machine = (environment.EnvironmentFailure,) if environment else ()
+        if not isinstance(e, known + machine):
             raise
-        sys.stderr.write(f"evolve: error: {' '.join(str(e).split())}\n")
+        # `evolve run` says how to resume itself; scale, ablate and calibrate resume on a rerun
+        then = "; fix the cause, then run the same command again" if isinstance(e, machine) else ""
+        sys.stderr.write(f"evolve: error: {' '.join(str(e).split())}{then}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("evolve: interrupted\n")

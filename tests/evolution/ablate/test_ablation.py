@@ -10,12 +10,14 @@ import json
 import math
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dogma_evolve.evaluation import EvalRequest, EvalResult, evaluate
+from dogma_evolve.evaluation.environment import environment_reason
 from dogma_evolve.evaluation.protocol import OnResult
 from dogma_evolve.evaluation.table import InProcessPool
 from dogma_evolve.evaluation.tasks import derive_seed, get_task
@@ -279,16 +281,21 @@ def tiny_run(db: str) -> tuple[str, int, float]:
 
 
 class StoppingPool(InProcessPool):
-    """Real in-process trainings; stops like a killed command after ``stop_after`` results."""
+    """Real in-process trainings; stops like a killed command after ``stop_after`` results;
+    the ``broken_at``-th result is an environment failure (as the Ray pool hands one on once
+    its retries are spent)."""
 
-    def __init__(self, stop_after: int | None) -> None:
+    def __init__(self, stop_after: int | None, broken_at: int | None = None) -> None:
         super().__init__()
-        self.stop_after = stop_after
+        self.stop_after, self.broken_at = stop_after, broken_at
 
     def evaluate(
         self, requests: Sequence[EvalRequest], on_result: OnResult | None = None
     ) -> list[EvalResult]:
         def counted(result: EvalResult) -> None:
+            if self.requests == self.broken_at:
+                cause = "ImportError: No module named 'scipy' on vm; gave up after 3 attempts"
+                result = replace(result, status="crash", reason=environment_reason(cause))
             if on_result is not None:
                 on_result(result)
             if self.stop_after is not None and self.requests >= self.stop_after:
@@ -303,9 +310,10 @@ class Pools:
     def __init__(self) -> None:
         self.made: list[StoppingPool] = []
         self.stop_after: int | None = None
+        self.broken_at: int | None = None
 
     def __call__(self, args: Any, store: Any, run_id: str) -> StoppingPool:
-        self.made.append(StoppingPool(self.stop_after))
+        self.made.append(StoppingPool(self.stop_after, self.broken_at))
         return self.made[-1]
 
 
@@ -391,6 +399,33 @@ def test_an_ablation_is_a_run_that_resumes_without_retraining(tmp_path, pools):
     assert [a["change"] for a in third["ablations"]] == ["c0:x2→x1"] and third["ablations"][0]["n"] == 3
     code, _, err = evolve("run", "--resume", data["run_id"], "--store", url)
     assert code == 2 and "ablate" in err
+
+
+def test_an_environment_failure_stops_an_ablation_records_nothing_and_a_rerun_resumes(tmp_path, pools):
+    """The one training driver (`training_run.train`) stops at an environment failure: one
+    line, exit 2, nothing stored for that training, the run released but not failed; the
+    same command run again trains what is missing."""
+    db = tmp_path / "e.db"
+    url = f"sqlite:///{db}"
+    _, individual, _ = tiny_run(url)
+    argv = ["ablate", str(individual), "--seeds", "2", "--json", "--store", url]
+    pools.broken_at = 3  # the third training's worker cannot import
+    code, out, err = evolve(*argv)
+    errors = [line for line in err.splitlines() if "error" in line.lower()]  # beside its progress
+    assert code == 2 and out == "" and len(errors) == 1, err
+    assert errors[0].startswith("evolve: error: environment failure: ImportError"), errors
+    assert "nothing was recorded against genome" in errors[0]
+    assert errors[0].endswith("fix the cause, then run the same command again"), errors
+    assert rows(db) == 1 + 1 + 2  # the run's row, its copy, the 2 trained before the failure
+    with Store(url, create=False) as store:
+        [ablation] = store.list_runs("ablate")
+        assert ablation.status == "running" and ablation.driver is None  # resumable, not failed
+        assert ablation.shown_status == "interrupted"
+    pools.broken_at = None
+    code, out, err = evolve(*argv)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["run_id"] == ablation.id and data["trained"] == 12 - 1 - 2 and rows(db) == 13
 
 
 def test_variants_train_on_the_runs_tasks_budget_and_seeds(tmp_path):
