@@ -48,7 +48,7 @@ def one_line(exc: BaseException, where: str = "") -> str:
         store = f"the store {where}" if where else "the store"
         return (
             f"the file system holding {store} is full ({line}): the transaction was rolled back, "
-            "nothing of it written; free space there, then run again (a search: evolve run --resume)"
+            "nothing of it written; free space there, then run the command again"
         )
     if any(word in line.lower() for word in _DAMAGED):
         line += " (the store file is damaged; it was left as it is)"

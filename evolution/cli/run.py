@@ -74,6 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dogma_evolve.evolution.study import create_search, load_search
     from dogma_evolve.evolution.study.running import RESUME_OVERRIDES, invocation_candidates
     from dogma_evolve.store.liveness import RunHeld
+    from dogma_evolve.store.outage import StoreFull
 
     overrides = run_overrides(args)
     if args.resume:
@@ -108,6 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         search.on_ladder_point = ladder_point_printer(progress.console, progress.t0)
     interrupted = False
     failure: EnvironmentFailure | None = None
+    full: StoreFull | None = None
     with progress, ctrl_c:
         progress.start(search.run_id, search.config)  # the run's, read once (`StoredRun`)
         try:
@@ -118,11 +120,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             interrupted = True
         except EnvironmentFailure as e:  # the machine's fault: nothing stored about the genome
             failure = e
+        except StoreFull as e:  # the generation rolled back whole: resumable once space is freed
+            full = e
     if failure is not None:  # one line, after the progress display has closed
         sys.stderr.write(
             f"evolve: error: {' '.join(str(failure).split())}; fix the cause, then: "
             f"evolve run --resume {search.run_id}\n"
         )
+        return EXIT_USAGE
+    if full is not None:
+        line = " ".join(str(full).split())
+        sys.stderr.write(f"evolve: error: {line}: evolve run --resume {search.run_id}\n")
         return EXIT_USAGE
     if interrupted:
         return _interrupted(store, search.run_id)

@@ -189,6 +189,8 @@ def test_a_full_disk_fails_a_commit_whole_in_one_line_and_resumes_identical(
     assert line.startswith("evolve: error: "), line
     assert f"the file system holding the store {store} is full" in line, line
     assert "database or disk is full" in line and "nothing of it written" in line, line
+    hint = "then run the command again: evolve run --resume " + line.split(" of run ")[1][:12]
+    assert line.endswith(hint), line
     assert "retrying" not in line, line  # no retry (timed without a clock: the unit test above)
     failed_in = line.removeprefix("evolve: error: ").split(":", 1)[0]
 
