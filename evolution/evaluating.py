@@ -52,55 +52,32 @@ final.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
-from deap import tools
-
 from dogma_evolve.evaluation import EvalRequest, EvalResult
-from dogma_evolve.evaluation.budget import step_flops, steps_for_flops
 from dogma_evolve.evaluation.environment import EnvironmentFailure, is_environment
-from dogma_evolve.evaluation.precision import pool_precision, precision_of
+from dogma_evolve.evaluation.precision import pool_precision
 from dogma_evolve.evaluation.protocol import Pool
-from dogma_evolve.evaluation.tasks import derive_seed, task_facts  # derive_seed: the one seed derivation
+from dogma_evolve.evolution import rules
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.objectives import FAILED_COST, objective_value, quality_of  # also read from here
-from dogma_evolve.evolution.selection import best_of, quality_key, single_objective
+from dogma_evolve.evolution.objectives import objective_value, quality_of  # also read from here
+from dogma_evolve.evolution.rules import (  # the rules, also read from here
+    FAILED_COST,
+    FAILED_QUALITY,
+    FILTERED,
+    FLOPS_STEPS_CAP,
+    NICHE_SHARE,
+    seeds_of,
+    stored_result,
+    with_niches,
+)
+from dogma_evolve.evolution.selection import best_of
 from dogma_evolve.evolution.spaces.contract import SearchSpace
 from dogma_evolve.evolution.strategies import below_floor
 from dogma_evolve.evolution.types import Candidate, Event, GenerationReport, TaskResult
 from dogma_evolve.store import EvaluationIn, Store
 from dogma_evolve.store.keys import EvalKey, natural_key  # the natural key, built in one place
-
-FAILED_QUALITY = -1e3  # below any score: a normalised accuracy under chance is negative
-FILTERED = "filtered"  # the status of a child the pre-filter stopped (store.EVALUATION_STATUSES)
-FLOPS_STEPS_CAP = 10  # a flops budget gives a candidate at most this many times `steps`
-
-
-NICHE_SHARE = 0.25
-"""Of a first stage's promoted places, the share kept for niches its order leaves out."""
-
-
-def with_niches(order: Sequence[int], niches: Sequence[str], k: int) -> list[int]:
-    """The `k` of `order` (indices, best first) to promote: the first k − r, then for the
-    r = ⌊k · NICHE_SHARE⌋ places left (none below 4 places) the best of each niche not yet
-    promoted, in order, then the best of the rest. A first stage compares candidates that
-    read the task alike; a child that changes how (DOGMA: `SearchSpace.niche`, its position
-    scheme and first mixer) starts slower, and on the default run's seed 0 the children that
-    dropped the positions for a recurrence first ranked 16th-29th of 32 at 60 steps, the
-    8 promoted all learned-position ones (docs/results.md), though at 300 steps such
-    children score 0.58-0.67 against 0.40."""
-    reserved = int(k * NICHE_SHARE)
-    chosen = list(order[: k - reserved])
-    seen = {niches[i] for i in chosen}
-    for i in order[k - reserved :]:
-        if len(chosen) < k and niches[i] not in seen:
-            chosen.append(i)
-            seen.add(niches[i])
-    taken = set(chosen)
-    chosen += [i for i in order if i not in taken][: k - len(chosen)]
-    return chosen
 
 
 class Evaluator:
@@ -118,21 +95,15 @@ class Evaluator:
         self.on_event = on_event
         self.full_fidelity = space.full_fidelity(config.steps)
         self.spent = 0
-        self._flops_task = task_facts(self.tasks[0], config.task_code) if config.budget == "flops" else None
+        self._flops_task = rules.budget_task(config.budget, self.tasks[0], config.task_code)
         self.history: list[tuple[int, Candidate]] = []
 
     # -- seeds, fitness -------------------------------------------------------------------
     def seed_for(self, genome_id: str, task: str, repeat: int = 0) -> int:
         """The training seed of an evaluation; `repeat` > 0 names a further seed of a
-        survivor (`RunConfig.repeats`)."""
-        if self.config.seed_policy == "run":
-            if task == self.config.task:
-                base = derive_seed(self.config.seed, genome_id)
-            else:
-                base = derive_seed(self.config.seed, genome_id, task)
-        else:
-            base = derive_seed("eval", genome_id, task)
-        return base if repeat == 0 else derive_seed(base, "repeat", repeat)
+        survivor (`RunConfig.repeats`): `rules.training_seed` under the run's seed policy."""
+        cfg = self.config
+        return rules.training_seed(cfg.seed_policy, cfg.seed, cfg.task, genome_id, task, repeat)
 
     def repeat(self, survivors: Sequence[Candidate], pool: Pool | None, report: GenerationReport) -> None:
         """Evaluate each surviving child of this generation under `repeats - 1` further seeds
@@ -234,30 +205,24 @@ class Evaluator:
         )
 
     def fitness(self, ind: Candidate) -> tuple[float, ...]:
-        """(quality, cost, ...) of an evaluated candidate: the one place fitness is made."""
-        n = len(self.config.objectives)
-        if ind.status != "ok" or ind.violation:
-            return (FAILED_QUALITY,) + (FAILED_COST,) * (n - 1)
-        quality = quality_of(ind.metrics)
-        if below_floor(quality, self.config.quality_floor):
-            # constrained domination (Deb et al. 2002): with the worst costs, every candidate
-            # at or above the floor dominates it, and those below rank by quality alone
-            return (quality,) + (FAILED_COST,) * (n - 1)
-        return (quality,) + tuple(objective_value(ind.metrics, o) for o in self.config.objectives[1:])
+        """(quality, cost, ...) of an evaluated candidate (`rules.fitness` under the run's
+        objectives and quality floor)."""
+        cfg = self.config
+        return rules.fitness(ind.status, ind.metrics, ind.violation, cfg.objectives, cfg.quality_floor)
 
     def fidelity_for(self, ind: Candidate, final: bool) -> int:
-        """Training steps of `ind` at the full stage (`final`) or the first one."""
+        """Training steps of `ind` at the full stage (`final`) or the first one
+        (`rules.fidelity` under the run's budget)."""
         cfg = self.config
-        first = cfg.first_fidelity
-        if self._flops_task is None:
-            return self.full_fidelity if final or first is None else first
-        task = self._flops_task
-        total = cfg.steps * step_flops(cfg.max_params, task.train_batch_size, task.seq_len)
-        if not final and first is not None:
-            total *= first / cfg.steps
-        own = float(self.space.cost_metrics(ind.genome).get("flops_per_token", cfg.max_params))
-        steps = steps_for_flops(total, own, task.train_batch_size, task.seq_len)
-        return min(steps, FLOPS_STEPS_CAP * (cfg.steps if final or first is None else first))
+        return rules.fidelity(
+            self.space,
+            ind.genome,
+            final,
+            steps=cfg.steps,
+            first_fidelity=cfg.first_fidelity,
+            max_params=cfg.max_params,
+            flops_task=self._flops_task,
+        )
 
     def combine(self, per_task: dict[str, TaskResult]) -> TaskResult:
         """The candidate's status and metrics from its per-task results (all of the run's
@@ -305,7 +270,7 @@ class Evaluator:
         else:
             self._evaluate_at(todo, pool, report, final=False)
             ok = [c for c in todo if c.status == "ok"]
-            k = min(len(ok), math.ceil(cfg.promote * len(todo))) if ok else 0
+            k = rules.promotions(len(ok), len(todo), cfg.promote)
             promoted = self.promoted(ok, k)
             report.promoted = len(promoted)
             for c in promoted:
@@ -317,24 +282,11 @@ class Evaluator:
         report.failed += sum(c.status not in ("ok", FILTERED, None) for c in children)
 
     def promoted(self, ok: Sequence[Candidate], k: int) -> list[Candidate]:
-        """The `k` first-stage candidates to train in full. Under several objectives:
-        NSGA-II order on the first-stage fitness. Under one: by held-out loss, lowest first
-        (`promote_by` "loss", one task, every loss finite; ties by `quality_key`), else by
-        quality (`selection.quality_key`: ties to fewer parameters), with a share of the
-        places kept for niches that order leaves out (`with_niches`). A first stage is short
-        enough that most candidates' accuracy has not left chance, so quality ranks them
-        on noise while the loss already tells the genomes that learn from the rest."""
-        if not k:
-            return []
-        if not single_objective(ok):
-            return list(tools.selNSGA2(ok, k))
-        losses = [float(c.metrics.get("loss", math.nan)) for c in ok]
-        if self.config.promote_by == "loss" and len(self.tasks) == 1 and all(map(math.isfinite, losses)):
-            order = sorted(range(len(ok)), key=lambda i: (losses[i], quality_key(ok[i])))
-        else:
-            order = sorted(range(len(ok)), key=lambda i: quality_key(ok[i]))  # `by_quality`'s order
-        niches = [self.space.niche(c.genome) for c in ok]
-        return [ok[i] for i in with_niches(order, niches, k)]
+        """The `k` first-stage candidates to train in full (`rules.promoted` under the run's
+        `promote_by`, its number of tasks and the space's niches)."""
+        return rules.promoted(
+            ok, k, promote_by=self.config.promote_by, tasks=len(self.tasks), niche=self.space.niche
+        )
 
     def filter_out(self, ind: Candidate, reason: str) -> None:
         """Mark `ind` `filtered` for `reason`: metrics are the space's cost metrics alone,
@@ -358,19 +310,10 @@ class Evaluator:
         )
 
     def _lookup(self, key: EvalKey, precision: str) -> tuple[Any, bool]:
-        """A stored result for the key: (record, stored_in_this_run) or (None, False); one of
-        another run only when it trained in `precision` and with no plugin code
-        (`metrics["plugins"]`) this run is not pinned to; a `filtered` row never (nothing
-        was trained: the pre-filter of this run decides)."""
-        rec = self.store.find_evaluation(*key, run_id=self.run_id)
-        if rec is not None and rec.status != FILTERED:
-            return rec, True
-        rec = self.store.find_evaluation(*key, run_id=None)
-        if rec is not None and (rec.status == FILTERED or precision_of(rec.metrics) != precision):
-            return None, False
-        if rec is not None and not set(rec.metrics.get("plugins") or ()) <= set(self.config.plugins):
-            return None, False  # trained with a plugin's code this run is not pinned to
-        return rec, False
+        """A stored result for the key: (record, stored_in_this_run) or (None, False)
+        (`rules.cache_answer`: one of another run only when `rules.reusable` under
+        `precision` and the run's pinned plugins; a `filtered` row never)."""
+        return rules.cache_answer(self.store, key, self.run_id, precision, self.config.plugins)
 
     def _evaluate_at(
         self,
@@ -498,31 +441,11 @@ class Evaluator:
         )
 
 
-def seeds_of(metrics: dict[str, Any]) -> int:
-    """How many training seeds a candidate's quality is the mean of (``quality_seeds``)."""
-    return len(metrics.get("quality_seeds") or ()) or 1
-
-
-def stored_result(rows: Sequence[Any]) -> tuple[str | None, dict[str, Any], int | str | None]:
-    """(status, metrics, fidelity) of a stored individual from its rows on the run's task
-    (`store.EvaluationRecord`s): the highest fidelity's first row; when it was repeated
-    under further seeds (`RunConfig.repeats`), quality is the mean over the seeds;
-    (None, {}, None) without rows."""
-    if not rows:
-        return None, {}, None
-    best = max(rows, key=lambda e: (e.fidelity if isinstance(e.fidelity, int) else 0, e.id))
-    first = min((e for e in rows if e.fidelity == best.fidelity), key=lambda e: e.id)
-    metrics = dict(first.metrics or {})
-    seeds = [quality_of(e.metrics or {}) for e in rows if e.fidelity == best.fidelity and e.status == "ok"]
-    if len(seeds) > 1:
-        metrics.update(quality=sum(seeds) / len(seeds), quality_seeds=seeds)
-    return first.status, metrics, first.fidelity
-
-
 __all__ = [
     "FAILED_COST",
     "FAILED_QUALITY",
     "FILTERED",
+    "FLOPS_STEPS_CAP",
     "NICHE_SHARE",
     "EvalKey",
     "Evaluator",

@@ -11,10 +11,13 @@ command finds its run again and resumes it (expired leases reclaimed), else crea
 Every point is one evaluation under the store's natural key (`store.keys.natural_key`:
 genome id, task, steps as the fidelity, seed):
 
-* ``lookup`` settles the points the store holds: in this run whatever their status (the key
-  is unique in a run); a successful row of another run trained in this run's precision, and
-  with no plugin code (``metrics["plugins"]``) other than the one loaded here, is
-  copied (``cached_from``, as the engine's cache does) in one generation, not retrained;
+* ``lookup`` settles the points the store holds, by the engine's own cache look-up
+  (`rules.cache_answer`): in this run whatever their status (the key is unique in a run); a
+  successful row of another run that the one cache rule (`rules.reusable`) lets be reused,
+  trained in this run's precision and with no plugin code (``metrics["plugins"]``) other
+  than the one loaded here, is copied (``cached_from``) in one generation, not retrained;
+  unlike the engine, which reuses a failure too, a failed row of another run is trained
+  again here;
 * :func:`train_recorded` trains the rest on the pool it opens (only when there is something
   to train), in the order given, a key several points share (two ladders' runs) once: each
   result is committed as it arrives (``record``), as the run's next generation: a birth
@@ -39,7 +42,7 @@ from typing import Any, TypeVar
 
 from dogma_evolve.evaluation import EvalRequest, EvalResult
 from dogma_evolve.evaluation.environment import EnvironmentFailure, is_environment
-from dogma_evolve.evaluation.precision import precision_of
+from dogma_evolve.evolution.rules import cache_answer
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
 from dogma_evolve.store.keys import EvalKey, natural_key
@@ -118,24 +121,19 @@ class TrainingRecorder:
         raise NotImplementedError
 
     def lookup(self) -> list[Any]:
-        """Settle the points the store already holds; return those still to train."""
+        """Settle the points the store already holds (`rules.cache_answer`, the engine's
+        cache look-up; of another run only a successful row); return those still to train."""
         from dogma_evolve.phenotype.plugins import pinned_loaded  # torch, as the training
 
         loaded = set(pinned_loaded())
         todo, copies = [], []
         for p in self.points:
-            rec = self.store.find_evaluation(*p.key(), run_id=self.run_id)
-            if rec is not None:
+            rec, here = cache_answer(self.store, p.key(), self.run_id, self.precision, loaded)
+            if rec is not None and here:
                 p.settle(rec.status, rec.metrics, "stored")
                 p.evaluation_id = rec.id
                 continue
-            rec = self.store.find_evaluation(*p.key())
-            if (
-                rec is not None
-                and rec.status == "ok"
-                and precision_of(rec.metrics) == self.precision
-                and set(rec.metrics.get("plugins") or ()) <= loaded  # no other plugin code's result
-            ):
+            if rec is not None and rec.status == "ok":  # of another run: a success only
                 metrics = {k: v for k, v in rec.metrics.items() if k != "cached_from"}
                 p.settle(rec.status, metrics, "copied")
                 copies.append((p, "ok", {**metrics, "cached_from": rec.id}, rec.reason, 0.0))
