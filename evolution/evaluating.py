@@ -427,18 +427,9 @@ class Evaluator:
 
     # -- resume ---------------------------------------------------------------------------
     def count_spent(self) -> int:
-        """Real evaluations the run's stored individuals hold (for resume): neither rows
-        copied from other runs, nor `filtered` rows (never trained), nor, with several
-        tasks, the run's per-task-mean rows."""
-        return sum(
-            1
-            for rec in self.store.individuals(self.run_id)
-            for e in rec.evaluations
-            if e.individual_id == rec.id
-            and e.status != FILTERED
-            and "cached_from" not in (e.metrics or {})
-            and (len(self.tasks) == 1 or e.task != self.config.task)
-        )
+        """Real evaluations the run's stored individuals hold (for resume):
+        `rules.evaluations_spent`."""
+        return rules.evaluations_spent(self.store, self.run_id, self.config.task, len(self.tasks))
 
 
 __all__ = [

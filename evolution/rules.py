@@ -12,7 +12,8 @@ evaluator. Each takes the config values it needs.
 - seed: ``training_seed(seed_policy, run_seed, run_task, genome_id, task, repeat)``;
 - cache: ``reusable(record, precision, plugins)``, whether a row of another run may be
   copied (``cached_from``) instead of trained again, and ``cache_answer``, the look-up the
-  engine's cache and `training_run.TrainingRecorder.lookup` both make with it.
+  engine's cache and `training_run.TrainingRecorder.lookup` both make with it;
+  ``evaluations_spent``, the real evaluations a stored run has spent (for a resume).
 
 See `evolution.evaluating` for what each rule is for.
 """
@@ -218,6 +219,22 @@ def cache_answer(
     return rec, False
 
 
+def evaluations_spent(store: Store, run_id: str, run_task: str, tasks: int) -> int:
+    """Real evaluations run ``run_id``'s stored individuals hold (what a resumed run has
+    spent): neither rows copied from other runs (``cached_from``), nor `FILTERED` rows
+    (never trained), nor, with several ``tasks``, the run's per-task-mean rows (on
+    ``run_task``)."""
+    return sum(
+        1
+        for rec in store.individuals(run_id)
+        for e in rec.evaluations
+        if e.individual_id == rec.id
+        and e.status != FILTERED
+        and "cached_from" not in (e.metrics or {})
+        and (tasks == 1 or e.task != run_task)
+    )
+
+
 __all__ = [
     "FAILED_COST",
     "FAILED_QUALITY",
@@ -226,6 +243,7 @@ __all__ = [
     "NICHE_SHARE",
     "budget_task",
     "cache_answer",
+    "evaluations_spent",
     "fidelity",
     "fitness",
     "promoted",

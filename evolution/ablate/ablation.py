@@ -4,13 +4,14 @@ each change does to its quality, with an interval.
 **The variants** are the individual's genome (the baseline) and every change
 ``evolution.ablate.changes.derive_changes`` makes to it. Each trains like the individual did
 in its run (``RunConfig`` of the run): on the run's task(s), for the full fidelity that the
-run's budget gives it (``Evaluator.fidelity_for``: the run's ``steps``, or under a flops
-budget the steps of the same compute at its own cost), with the learning rate
+run's budget gives it (``StoredRun.fidelity``, ``rules.fidelity``: the run's ``steps``, or
+under a flops budget the steps of the same compute at its own cost), with the learning rate
 ``evaluation.evaluate`` applies to every DOGMA phenotype (the width rule), and its quality is
 the engine's (``quality_of`` per task, the mean over several tasks, as ``Evaluator.combine``).
 
 **Seeds.** Replicate k of *every* variant trains under the seed the run's engine gives the
-baseline's replicate k (``Evaluator.seed_for(baseline id, task, k)``: with the default seed
+baseline's replicate k (``rules.training_seed`` of (baseline id, task, k) under the run's
+seed policy, as ``Evaluator.seed_for``: with the default seed
 policy ``derive_seed("eval", id, task)`` and ``derive_seed(that, "repeat", k)``, as
 ``evolution.scale.train.seed_of``). The seed sets the task's data streams and ``torch.manual_seed``,
 so replicate k of all variants sees the same batches in the same order, and the baseline's
@@ -47,14 +48,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from dogma_evolve.evaluation.precision import LEGACY_PRECISION, pool_precision
 from dogma_evolve.evolution.ablate.changes import Change, derive_changes, normalise
 from dogma_evolve.evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOUT_S, MAX_SEEDS
 from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.rules import training_seed
 from dogma_evolve.evolution.training_run import Point, TrainingRecorder
-from dogma_evolve.evolution.types import Candidate
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import IndividualRecord, Store
 
@@ -124,13 +125,6 @@ class Plan:
         return {"individual": self.individual, "ablation": self.ablation_key()}
 
 
-@dataclass(frozen=True)
-class _Probe:
-    """What ``Evaluator.fidelity_for`` reads of a candidate: its genome."""
-
-    genome: Genome
-
-
 def search_individual(store: Store, record: IndividualRecord) -> IndividualRecord:
     """The individual of a search that ``record`` stands for: itself, or, when it was born in
     an ablation or a scale ladder (a genome-id prefix finds the newest birth of a genome, and
@@ -175,8 +169,8 @@ def make_plan(
         raise AblateError(
             f"individual {record.id} is of the {run.config['space']} space: only DOGMA genomes are ablated"
         )
-    stored = StoredRun.open(store, run.id)  # its config and evaluator (fidelities, seeds), read once
-    config, evaluator = stored.config, stored.evaluator
+    stored = StoredRun.open(store, run.id)  # its config (fidelities, seeds), read once
+    config = stored.config
     baseline = Genome.from_yaml(record.yaml)
     changes = derive_changes(baseline)
     if only:
@@ -188,14 +182,19 @@ def make_plan(
         changes = [c for c in changes if c.name in wanted]
 
     def variant(name: str, what: str, genome: Genome) -> Variant:
-        steps = evaluator.fidelity_for(cast(Candidate, _Probe(genome)), final=True)
+        steps = stored.fidelity(genome, final=True)
         return Variant(name, what, genome, account(genome).params, steps)
 
     variants = [variant(BASELINE, "the individual as evolved", baseline)]
     variants += [variant(c.name, c.what, c.genome) for c in changes if c.genome is not None]
     points = [
         AblationPoint(
-            v.genome.id, task, v.steps, evaluator.seed_for(baseline.id, task, k), variant=i, replicate=k
+            v.genome.id,
+            task,
+            v.steps,
+            training_seed(config.seed_policy, config.seed, config.task, baseline.id, task, k),
+            variant=i,
+            replicate=k,
         )
         for k in range(seeds)
         for i, v in enumerate(variants)

@@ -192,8 +192,8 @@ def own_evaluation(record: IndividualRecord) -> Any:
 
 def seeds_line(record: IndividualRecord) -> str:
     """The card's line on a quality confirmed under several training seeds ("" for one)."""
-    from dogma_evolve.evolution.evaluating import stored_result
     from dogma_evolve.evolution.objectives import seeds_text
+    from dogma_evolve.evolution.rules import stored_result
 
     task = None if record.evaluation is None else record.evaluation.task
     _, metrics, _ = stored_result([e for e in record.evaluations if e.task == task])

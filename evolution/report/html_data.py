@@ -5,8 +5,8 @@ population (`Store.population`) and the run's policy table; everything else (fro
 lineages, the replayed operator credit) is computed here in memory. Nothing is written.
 
 Definitions shared with the rest of the engine are reused, not copied: an individual's
-result is `evaluating.stored_result` of its rows on the run's task, its fitness is
-`Evaluator.fitness`, a child's credit is `policy.outcome` and the operator probabilities
+result is `rules.stored_result` of its rows on the run's task, its fitness is
+`rules.fitness` (no evaluator is built), a child's credit is `policy.outcome` and the operator probabilities
 are an `OperatorPolicy` fed generation by generation, as the engine fed it.
 """
 
@@ -24,9 +24,11 @@ from sqlalchemy.orm import Session
 from dogma_evolve.evaluation.environment import is_environment_reason
 from dogma_evolve.evaluation.transfer import spearman
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.evaluating import quality_of, stored_result
+from dogma_evolve.evolution.objectives import quality_of
 from dogma_evolve.evolution.policy import OperatorPolicy, outcome
 from dogma_evolve.evolution.report.summary import environment_failures
+from dogma_evolve.evolution.rules import fitness as fitness_of
+from dogma_evolve.evolution.rules import stored_result
 from dogma_evolve.evolution.scale.ladder_report import ladder_summary
 from dogma_evolve.evolution.study.stored_run import StoredRun
 from dogma_evolve.evolution.transfer_audit import first_stage_score, ranked_by
@@ -202,28 +204,30 @@ def collect(store: Store, run_id: str) -> ReportData:
     run = store.get_run(run_id)
     if run is None:
         raise KeyError(f"no run {run_id!r}")
-    stored = StoredRun.open(store, run_id)  # config, space and evaluator, read once
-    config, space, evaluator = stored.config, stored.space, stored.evaluator
+    stored = StoredRun.open(store, run_id)  # config and space, read once
+    config, space = stored.config, stored.space
     cls = individual_class(len(config.objectives))
     multi_fidelity = config.multi_fidelity
 
     def low_fidelity(record: IndividualRecord) -> int:
         if config.budget != "flops":  # every genome's first stage is min_steps
             return int(config.first_fidelity or 0)
-        return evaluator.fidelity_for(cls(space.parse(record.yaml)), final=False)
+        return stored.fidelity(space.parse(record.yaml), final=False)
 
     records = store.individuals(run_id)
     by = ranked_by(config)
     births = [_birth(r, run.task, low_fidelity if multi_fidelity else None, by) for r in records]
     by_id = {b.id: b for b in births}
 
-    # fitness and credit exactly as the engine made them (Evaluator.fitness, policy.outcome)
+    # fitness and credit exactly as the engine made them (rules.fitness, policy.outcome)
     fitness: dict[int, Any] = {}
     for b in births:
         ind = cls(None)
         ind.status = b.status
         ind.metrics = b.metrics
-        ind.fitness.values = evaluator.fitness(ind)
+        ind.fitness.values = fitness_of(
+            ind.status, ind.metrics, ind.violation, config.objectives, config.quality_floor
+        )
         fitness[b.id] = ind.fitness
     policy = OperatorPolicy(space.operators + (space.crossover_op,), floor=config.policy_floor)
     if config.memory_from and "credit" in config.memory_parts and store.get_run(config.memory_from):

@@ -93,7 +93,7 @@ def best_individual(store: Store, run_id: str | None, stored: Any = None) -> Ind
     under ``select_by: ladder``, else the best confirmed under the run's seeds, quality ↑
     then params ↓); for another kind of run (scale, ablate), its best evaluated individual
     in that order. ``stored``: the run already open (a `StoredRun`), else it is opened."""
-    from dogma_evolve.evolution.evaluating import quality_of
+    from dogma_evolve.evolution.objectives import quality_of
 
     if run_id is None:
         run_id = latest_run(store)
@@ -123,7 +123,7 @@ def best_individual(store: Store, run_id: str | None, stored: Any = None) -> Ind
 def record_summary(record: IndividualRecord, space: Any = None) -> dict[str, Any]:
     """``individual_summary``'s fields of a stored individual; ``space``: the run's search
     space, which reads its genome (default: a DOGMA genome)."""
-    from dogma_evolve.evolution.evaluating import stored_result
+    from dogma_evolve.evolution.rules import stored_result
 
     task = None if record.evaluation is None else record.evaluation.task
     status, metrics, _ = stored_result([e for e in record.evaluations if e.task == task])
@@ -344,7 +344,8 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     `compute` (`compute_totals`), per generation and for the run. `transfer`: the fidelity
     transfer per generation of a multi-fidelity run (`evolution.transfer_audit`), and
     `transfer_warning` when its Spearman ρ is below 0.3."""
-    from dogma_evolve.evolution.evaluating import quality_of, stored_result
+    from dogma_evolve.evolution.objectives import quality_of
+    from dogma_evolve.evolution.rules import stored_result
     from dogma_evolve.evolution.study.stored_run import StoredRun
 
     run = store.get_run(run_id)

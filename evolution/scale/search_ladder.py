@@ -48,10 +48,11 @@ from dogma_evolve.evaluation.scaling import LadderError, PowerLawFit
 from dogma_evolve.evaluation.scaling.fit import interval as student_interval
 from dogma_evolve.evaluation.tasks import get_task
 from dogma_evolve.evaluation.transfer import rank_transfer
-from dogma_evolve.evolution.evaluating import below_floor, quality_of
+from dogma_evolve.evolution.objectives import quality_of
 from dogma_evolve.evolution.scale.defaults import LADDER_TOKENS_PER_PARAM
 from dogma_evolve.evolution.scale.ladder import MIN_DECADES, Design
 from dogma_evolve.evolution.scale.train import Budget, Plan, Recorder, fit_points, make_plan, train_recorded
+from dogma_evolve.evolution.strategies import below_floor
 from dogma_evolve.evolution.training_run import lookup_all
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import LadderRankIn, Store, TransferIn

@@ -8,7 +8,7 @@
     search.export(path, individual=None, format="standalone"|"hf")
 
 A `Search` holds a store and its run, opened once (`stored_run.StoredRun`: config, space,
-evaluator; the engine `optimize` binds shares them); everything it reports is read from the
+the evaluator the engine `optimize` binds builds and shares); everything it reports is read from the
 store, so it is the same in another process, after a resume, or while the run is being driven
 elsewhere. `create_search` and `load_search` (`evolution.study.opening`) make one.
 """
@@ -101,9 +101,11 @@ class Search:
         whose code changed since it was pinned (UsageError), a run another live driver
         holds (`store.liveness.RunHeld`)."""
         from dogma_evolve.evolution.engine import Engine  # torch
+        from dogma_evolve.evolution.rules import evaluations_spent
 
         stored = self.stored  # KeyError: no such run
-        spent = stored.evaluator.count_spent()
+        config = stored.config
+        spent = evaluations_spent(self.store, self.run_id, config.task, len(config.tasks))
         stop = stopping(self.run.last_generation, spent, generations, evaluations)
         self.stop_requested = False
         on_event = events(self, self.on_event, list(callbacks))

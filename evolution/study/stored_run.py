@@ -5,9 +5,13 @@ the engine (a new run and a resume), the Python API (`Search`), `evolve run`'s s
     StoredRun.create(store, config)        a new run's row, no engine built (nobody drives it)
     StoredRun.open(store, run_id)          a stored run: its config parsed once, its space
     StoredRun.open(store, run_id, **over)  ... with how far and where it runs changed
-    run.config, run.space, run.evaluator   the one of each the run has (the evaluator's sink
-                                           is a no-op until an engine binds to the run)
+    run.config, run.space                  the one of each the run has
+    run.fidelity(genome, final)            a genome's training steps in this run (`rules.fidelity`)
     run.candidates(), run.best(), run.front()   its births by the engine's own rules
+                                           (`evolution.rules`: fitness, fidelity)
+    run.evaluator                          the run's `Evaluator`, built when first asked for (by
+                                           the engine that binds to the run; its sink is a
+                                           no-op until then): no reader needs one
     run.import_code(why)                   its pinned user tasks and block kinds, for a
                                            command that trains or builds its models
 
@@ -15,21 +19,18 @@ Reading imports no user code: the space is rebuilt from the run's record
 (`RunConfig.task_code`), and a plugin's genes are its recorded stand-ins
 (`genome.kinds.register_recorded`) until `import_code` imports the plugin itself. An engine
 binds to one (`Engine.bind(run, pool)`) and then shares its config, space and evaluator.
+Readers apply the engine's rules as the plain functions of `evolution.rules`, without an
+evaluator.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dogma_evolve.evolution import rules
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.evaluating import (
-    FAILED_COST,
-    FAILED_QUALITY,
-    Evaluator,
-    seeds_of,
-    stored_result,
-)
+from dogma_evolve.evolution.rules import FAILED_COST, FAILED_QUALITY, seeds_of, stored_result
 from dogma_evolve.evolution.selection import best_of, pareto_front
 from dogma_evolve.evolution.spaces.contract import Genotype, SearchSpace
 from dogma_evolve.evolution.spaces.registry import SPACES
@@ -37,6 +38,9 @@ from dogma_evolve.evolution.study.results import Individual, individual_of
 from dogma_evolve.evolution.study.running import RESUME_OVERRIDES
 from dogma_evolve.evolution.types import Candidate, individual_class
 from dogma_evolve.store import PolicyRecord, RunRecord, Store
+
+if TYPE_CHECKING:
+    from dogma_evolve.evolution.evaluating import Evaluator
 
 
 def _quiet(kind: str, data: dict[str, Any]) -> None:
@@ -60,7 +64,8 @@ class StoredRun:
         self.stored_config = stored
         self.config = self.opened_config = config
         self.space: SearchSpace = space if space is not None else SPACES[config.space].from_config(config)
-        self.evaluator = Evaluator(config, self.space, store, run_id, _quiet)
+        self._evaluator: Evaluator | None = None
+        self._flops_task = rules.budget_task(config.budget, config.tasks[0], config.task_code)
         self._code_imported = False
         self._memory: tuple[list[PolicyRecord], list[Genotype]] | None = None
 
@@ -95,10 +100,19 @@ class StoredRun:
         run = cls(store, "", config, config.to_dict(), "search", space)
         if config.memory_from:
             run.memory()  # its refusals, before the row exists
-        run.run_id = run.evaluator.run_id = store.create_run(
-            run.stored_config, config.seed, config.task, driver=driver
-        )
+        run.run_id = store.create_run(run.stored_config, config.seed, config.task, driver=driver)
         return run
+
+    @property
+    def evaluator(self) -> Evaluator:
+        """The run's `Evaluator` (config, space, run id), built when first asked for: by the
+        engine that binds to the run (`Engine.bind`), whose events it then sends; until then
+        its sink is a no-op."""
+        if self._evaluator is None:
+            from dogma_evolve.evolution.evaluating import Evaluator
+
+            self._evaluator = Evaluator(self.config, self.space, self.store, self.run_id, _quiet)
+        return self._evaluator
 
     # -- what it is --------------------------------------------------------------------------
     @property
@@ -126,7 +140,8 @@ class StoredRun:
         if bad:
             raise ValueError(f"{bad[0]!r} cannot change on a stored run")
         self.config = replace(self.opened_config, **overrides) if overrides else self.opened_config
-        self.evaluator.config = self.config
+        if self._evaluator is not None:
+            self._evaluator.config = self.config
         return self.config
 
     def import_code(self, why: str) -> None:
@@ -172,10 +187,25 @@ class StoredRun:
         self._memory = credit, elites
         return self._memory
 
+    def fidelity(self, genome: Genotype, final: bool = True) -> int:
+        """Training steps of ``genome`` in this run at the full stage (``final``) or the first
+        one: `rules.fidelity` under the run's budget (as `Evaluator.fidelity_for`)."""
+        cfg = self.config
+        return rules.fidelity(
+            self.space,
+            genome,
+            final,
+            steps=cfg.steps,
+            first_fidelity=cfg.first_fidelity,
+            max_params=cfg.max_params,
+            flops_task=self._flops_task,
+        )
+
     # -- what it found -----------------------------------------------------------------------
     def candidates(self) -> list[tuple[Candidate, Individual]]:
-        """Every birth as the engine's candidate (fitness set, `Evaluator.fitness`) beside
-        its plain record, oldest first."""
+        """Every birth as the engine's candidate (fitness set, `rules.fitness`) beside its
+        plain record, oldest first."""
+        cfg = self.config
         cls = individual_class(len(self.config.objectives))
         out = []
         for rec in self.store.individuals(self.run_id):
@@ -187,9 +217,13 @@ class StoredRun:
             # trained), so a reader needs no accounting, nor a plugin's code for it
             cand.violation = cand.metrics.get("violation") if cand.status == "invalid" else None
             cand.metrics.pop("cached_from", None)
-            final = cand.status is not None and fidelity == self.evaluator.fidelity_for(cand, final=True)
+            final = cand.status is not None and fidelity == self.fidelity(cand.genome, final=True)
             cand.record.final = final
-            cand.fitness.values = self.evaluator.fitness(cand) if cand.status else self.failed()
+            cand.fitness.values = (
+                rules.fitness(cand.status, cand.metrics, cand.violation, cfg.objectives, cfg.quality_floor)
+                if cand.status
+                else self.failed()
+            )
             out.append((cand, individual_of(rec, cand, fidelity, final)))
         return out
 
@@ -202,7 +236,7 @@ class StoredRun:
         `export --best`, `Search.best_individual`, the HTML page): for a run stored to select
         by its ladder, the latest ladder's rank 1 when one was ranked; otherwise, of the
         individuals evaluated in full (else evaluated at all), those confirmed under the
-        run's `confirm` seeds when any is (`Evaluator.confirm`), the first in
+        run's `confirm` seeds when any is (`Evaluator.confirm`, `rules.seeds_of`), the first in
         `selection.best_of`'s order; None when none was evaluated successfully."""
         pairs = self.candidates()
         chosen = ladder_choice_id(self.store, self.run_id, self.stored_config)

