@@ -7,10 +7,14 @@ are the ones to change for a new notion of quality:
 - `Evaluator.combine`: one task's or several tasks' results -> the candidate's status and
   metrics (several tasks: `quality` and `accuracy` are the per-task means, `per_task`
   holds each task's quality, a suite's members as `task/member`);
-- `Evaluator.fitness`: status and metrics -> the fitness tuple (quality first, then one
-  cost per further objective, each read from the metrics as `evolution.objectives` says).
-  Quality is `metrics["quality"]` (normalised accuracy, or the suite's mean of it), else
-  `metrics["accuracy"]` (a table space's own score).
+- `rules.fitness` (`Evaluator.fitness` applies it): status and metrics -> the fitness tuple
+  (quality first, then one cost per further objective, each read from the metrics as
+  `evolution.objectives` says). Quality is `metrics["quality"]` (normalised accuracy, or the
+  suite's mean of it), else `metrics["accuracy"]` (a table space's own score).
+
+The fitness, fidelity, promotion, seed and cache rules are the plain functions of
+`evolution.rules` (the readers call them without an evaluator); the methods here apply them
+with the run's config.
 
 Training budget (`RunConfig.budget`): "steps" trains every candidate `steps` steps;
 "flops" trains each for the same compute, `steps` steps of a dense model of half the
@@ -37,7 +41,7 @@ Pre-filter: a child that breaks no hard constraint but that the space's
 DOGMA genome without an expressed sequence mixer) is `filtered`: never sent to the pool,
 not counted in `spent`, the failed fitness, and one stored row on the run's task at the
 full fidelity with the space's cost metrics and the reason (`filtered_row`). A filtered
-row is never a cache answer (`_lookup`): whether a genome is filtered is decided anew by
+row is never a cache answer (`_lookup`, `rules.cache_answer`): whether a genome is filtered is decided anew by
 the pre-filter of each run. `filtered` is no failure of a training (no training ran):
 `report.filtered` counts it, `report.failed` does not.
 
