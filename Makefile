@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test test-fast lint gpu-check
+.PHONY: setup run test test-fast lint gpu-check durations
 
 # torch is installed before the project, from the first source that applies:
 #   1. $TORCH_INDEX_URL, when set: the index of the torch build you want (CPU, a CUDA version);
@@ -52,9 +52,12 @@ lint: setup
 	$(BIN)/mypy
 
 # The suite on TEST_WORKERS processes (pytest-xdist), a test module's tests on one of them
-# (--dist loadscope): a module's Ray cluster or scratch database fixture starts once.
+# (--dist loadscope): a module's Ray cluster or scratch database fixture starts once. Modules
+# go out longest first, as tests/conftest.py orders them from tests/module_durations.json
+# (--no-loadscope-reorder: xdist would order them by their number of tests instead);
+# `make durations` measures that file again.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 test: setup lint
 	$(PYTEST)
@@ -68,3 +71,6 @@ test-fast: setup
 # exits 0 (`python benchmarks/gpu_check.py --dry-run` runs it all at tiny shapes on CPU).
 gpu-check: setup
 	$(BIN)/python benchmarks/gpu_check.py
+
+durations: setup
+	$(PYTEST) --record-durations
