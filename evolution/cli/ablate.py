@@ -21,7 +21,7 @@ from dogma_evolve.evolution.ablate.defaults import DEFAULT_SEEDS, DEFAULT_TIMEOU
 from dogma_evolve.evolution.cli import output
 from dogma_evolve.evolution.cli.progress import ablation_point_printer
 from dogma_evolve.evolution.cli.tasks import import_stored_plugins, import_stored_tasks
-from dogma_evolve.evolution.cli.training import add_training_options, check_training_options
+from dogma_evolve.evolution.cli.training import add_training_options, check_training_options, train_run
 from dogma_evolve.evolution.errors import UsageError
 
 
@@ -85,7 +85,6 @@ def plan_of(args: argparse.Namespace) -> Any:
 def cmd_ablate(args: argparse.Namespace) -> int:
     from dogma_evolve.evolution.ablate.ablation import Recorder
     from dogma_evolve.evolution.ablate.stats import summary  # torch, as the ablation
-    from dogma_evolve.evolution.training_run import train_recorded
 
     plan = plan_of(args)
     if args.list:
@@ -105,15 +104,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
                 f"{len(plan.points)} trainings stored, {len(todo)} to train"
             )
         printer = None if args.quiet else ablation_point_printer(err, plan, started)
-        try:
-            train_recorded(
-                [recorder],
-                [(recorder, p) for p in todo],
-                lambda: _pool(args, store, recorder.run_id),
-                None if printer is None else lambda _, p, done, total: printer(p, done, total),
-            )
-        except ConnectionError as e:  # e.g. --ray-address that nothing answers at
-            raise UsageError(str(e)) from None
+        train_run(recorder, todo, lambda: _pool(args, store, recorder.run_id), printer)
         data = summary(plan)
     data["trained"] = len(todo)
     data["wall_seconds"] = round(time.perf_counter() - started, 1)

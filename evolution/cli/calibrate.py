@@ -24,7 +24,7 @@ from dogma_evolve.evolution.calibrate.defaults import (
 )
 from dogma_evolve.evolution.cli import output
 from dogma_evolve.evolution.cli.tasks import add_plugin_option, load_plugin_option, pin_task_option
-from dogma_evolve.evolution.cli.training import add_training_options, check_training_options
+from dogma_evolve.evolution.cli.training import add_training_options, check_training_options, train_run
 from dogma_evolve.evolution.config import QUALITY_FLOOR, RunConfig
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.scale.defaults import DEFAULT_TOKENS_PER_PARAM
@@ -194,7 +194,6 @@ def plan_of(args: argparse.Namespace) -> Any:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from dogma_evolve.evolution.calibrate.calibration import Recorder, summary
     from dogma_evolve.evolution.calibrate.table import calibration_lines
-    from dogma_evolve.evolution.training_run import train_recorded
 
     plan = plan_of(args)
     err = output.err()
@@ -214,15 +213,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             )
             err.print(cost_line(plan, todo, args.workers))
         printer = None if args.quiet else point_printer(err, plan, started)
-        try:
-            train_recorded(
-                [recorder],
-                [(recorder, p) for p in todo],
-                lambda: _pool(args, store, recorder.run_id),
-                None if printer is None else lambda _, p, done, total: printer(p, done, total),
-            )
-        except ConnectionError as e:  # e.g. --ray-address that nothing answers at
-            raise UsageError(str(e)) from None
+        train_run(recorder, todo, lambda: _pool(args, store, recorder.run_id), printer)
         data = summary(plan)
         recorder.put_transfer(data["rows"], data.get("text", {}).get("rows", ()))
     data["trained"] = len(todo)

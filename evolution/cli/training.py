@@ -1,12 +1,16 @@
 """The options every command that trains outside a search shares (`evolve scale`, `evolve
-ablate`): where it trains (`--workers`, `--ray-address`), how long one training may take
-(`--timeout`) and `--quiet`, with their one-line checks. No torch here: the parser is built
-by every `evolve` command."""
+ablate`, `evolve calibrate`): where it trains (`--workers`, `--ray-address`), how long one
+training may take (`--timeout`) and `--quiet`, with their one-line checks; and how ablate and
+calibrate train their one run (:func:`train_run`). No torch at import: the parser is built by
+every `evolve` command."""
 
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 from dogma_evolve.evolution.errors import UsageError
 
@@ -35,4 +39,26 @@ def check_training_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--timeout {args.timeout:g}: more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
 
 
-__all__ = ["MAX_TIMEOUT_S", "add_training_options", "check_training_options"]
+def train_run(
+    recorder: Any,
+    todo: Sequence[Any],
+    open_pool: Callable[[], AbstractContextManager[Any]],
+    printer: Callable[[Any, int, int], None] | None,
+) -> None:
+    """Train ``recorder``'s points ``todo`` on the pool ``open_pool()`` opens, through the one
+    training driver (`training_run.train_recorded`), ``printer(point, done, total)`` after each;
+    a pool that cannot start (a ``--ray-address`` nothing answers at) is a `UsageError`."""
+    from dogma_evolve.evolution.training_run import train_recorded  # torch, as the training
+
+    try:
+        train_recorded(
+            [recorder],
+            [(recorder, p) for p in todo],
+            open_pool,
+            None if printer is None else lambda _, p, done, total: printer(p, done, total),
+        )
+    except ConnectionError as e:
+        raise UsageError(str(e)) from None
+
+
+__all__ = ["MAX_TIMEOUT_S", "add_training_options", "check_training_options", "train_run"]
