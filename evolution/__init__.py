@@ -6,7 +6,9 @@
     Engine(RunConfig(...), store, pool).run()   one search, committed generation by generation
     Engine.resume(run_id, store, pool)          continue a run from its last committed generation
     StoredRun.open(store, run_id) / .create(store, config)   a stored run opened once: config,
-                                                space, evaluator, best(), front(); Engine.bind(run, pool)
+                                                space, best(), front(); Engine.bind(run, pool)
+    rules (evolution.rules)                     fitness, fidelity, promotion, seed and cache rules
+                                                as plain functions (engine and readers share them)
     SPACES / DogmaSpace / NB201Space            search spaces behind one protocol (spaces/contract.py)
     make_strategy("nsga2"|"aging"|"local"|"random")   who breeds and who survives (STRATEGIES;
                                                 "regularized": aging's old name, for stored runs)
