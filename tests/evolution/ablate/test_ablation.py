@@ -9,17 +9,12 @@ import io
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dogma_evolve.evaluation import EvalRequest, EvalResult, evaluate
-from dogma_evolve.evaluation.environment import environment_reason
-from dogma_evolve.evaluation.protocol import OnResult
-from dogma_evolve.evaluation.table import InProcessPool
+from dogma_evolve.evaluation import EvalRequest, evaluate
 from dogma_evolve.evaluation.tasks import derive_seed, get_task
 from dogma_evolve.evolution.ablate import ablation as ablate
 from dogma_evolve.evolution.ablate import stats as ablate_stats
@@ -37,6 +32,7 @@ from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import account
 from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
+from tests.evolution.stopping_pools import Pools
 
 STRUCTURAL = {"d_model": 64, "vocab": 64, "max_len": 64, "positions": "rope"}
 GENOME = {  # gated attention + swiglu under a promoter, dna + tetra_reach + mlp, a looped mamba
@@ -278,43 +274,6 @@ def tiny_run(db: str) -> tuple[str, int, float]:
         )
         store.set_run_status(run_id, "finished")
     return run_id, ids[0], float(result.metrics["quality"])
-
-
-class StoppingPool(InProcessPool):
-    """Real in-process trainings; stops like a killed command after ``stop_after`` results;
-    the ``broken_at``-th result is an environment failure (as the Ray pool hands one on once
-    its retries are spent)."""
-
-    def __init__(self, stop_after: int | None, broken_at: int | None = None) -> None:
-        super().__init__()
-        self.stop_after, self.broken_at = stop_after, broken_at
-
-    def evaluate(
-        self, requests: Sequence[EvalRequest], on_result: OnResult | None = None
-    ) -> list[EvalResult]:
-        def counted(result: EvalResult) -> None:
-            if self.requests == self.broken_at:
-                cause = "ImportError: No module named 'scipy' on vm; gave up after 3 attempts"
-                result = replace(result, status="crash", reason=environment_reason(cause))
-            if on_result is not None:
-                on_result(result)
-            if self.stop_after is not None and self.requests >= self.stop_after:
-                raise KeyboardInterrupt
-
-        return super().evaluate(requests, counted)
-
-
-class Pools:
-    """Stands for `ablate_cli._pool`: every pool `evolve ablate` opens, in `made`."""
-
-    def __init__(self) -> None:
-        self.made: list[StoppingPool] = []
-        self.stop_after: int | None = None
-        self.broken_at: int | None = None
-
-    def __call__(self, args: Any, store: Any, run_id: str) -> StoppingPool:
-        self.made.append(StoppingPool(self.stop_after, self.broken_at))
-        return self.made[-1]
 
 
 @pytest.fixture

@@ -11,15 +11,11 @@ import io
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dogma_evolve.evaluation import EvalRequest, EvalResult
-from dogma_evolve.evaluation.protocol import OnResult
-from dogma_evolve.evaluation.table import InProcessPool
 from dogma_evolve.evolution.calibrate.calibration import (
     KIND,
     Plan,
@@ -32,41 +28,11 @@ from dogma_evolve.evolution.calibrate.table import calibration_lines
 from dogma_evolve.evolution.cli import calibrate as calibrate_cli
 from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.store import Store
+from tests.evolution.stopping_pools import Pools
 
 TINY = ["--task", "mqar", "--steps", "10", "--rungs", "5,10", "--target", "20"]
 TINY += ["--presets", "2", "--random", "2", "--max-params", "100000"]
 POINTS = 4 * 3  # members × fidelities (5, 10, 20)
-
-
-class StoppingPool(InProcessPool):
-    """Real in-process trainings; stops like a killed command after ``stop_after`` results."""
-
-    def __init__(self, stop_after: int | None) -> None:
-        super().__init__()
-        self.stop_after = stop_after
-
-    def evaluate(
-        self, requests: Sequence[EvalRequest], on_result: OnResult | None = None
-    ) -> list[EvalResult]:
-        def counted(result: EvalResult) -> None:
-            if on_result is not None:
-                on_result(result)
-            if self.stop_after is not None and self.requests >= self.stop_after:
-                raise KeyboardInterrupt
-
-        return super().evaluate(requests, counted)
-
-
-class Pools:
-    """Stands for `calibrate_cli._pool`: every pool `evolve calibrate` opens, in `made`."""
-
-    def __init__(self) -> None:
-        self.made: list[StoppingPool] = []
-        self.stop_after: int | None = None
-
-    def __call__(self, args: Any, store: Any, run_id: str) -> StoppingPool:
-        self.made.append(StoppingPool(self.stop_after))
-        return self.made[-1]
 
 
 @pytest.fixture
