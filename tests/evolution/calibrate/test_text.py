@@ -33,7 +33,8 @@ from dogma_evolve.evolution.cli import calibrate as calibrate_cli
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
 from dogma_evolve.store import Store
-from tests.evolution.calibrate.test_command import TINY, Pools, count, evolve
+from tests.evolution.calibrate.test_command import TINY, count, evolve
+from tests.evolution.stopping_pools import Pools
 
 AGAINST = ["--against", "bytelm_en", "--sizes", "1,2", "--tokens-per-param", "1"]
 POINTS = 4 * 3 + 4 * 2  # members × fidelities (5, 10, 20), and × sizes on the text

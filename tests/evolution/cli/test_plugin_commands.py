@@ -25,8 +25,8 @@ from dogma_evolve.evolution.cli import calibrate as calibrate_cli
 from dogma_evolve.evolution.cli import scale as scale_cli
 from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.store import Store
-from tests.evolution.calibrate.test_command import StoppingPool
 from tests.evolution.scale.test_train import LawPool
+from tests.evolution.stopping_pools import StoppingPool
 from tests.phenotype.plugin_helpers import EXAMPLES, loaded_plugin
 
 EVOLVE = str(Path(sys.executable).with_name("evolve"))
