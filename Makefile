@@ -1,6 +1,7 @@
 # Two entry points, the README's quick start: `make run` and `make test`.
 # For development: `make test-fast` (the suite without the tests marked slow) and `make lint`;
-# `make test TEST_WORKERS=1` runs the suite in one process.
+# `make test TEST_WORKERS=1` runs the suite in one process; `make durations` re-measures the
+# seconds per test module that order the suite (longest first).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
