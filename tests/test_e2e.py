@@ -1,9 +1,13 @@
 """End to end through the `evolve` command, on real Ray workers and a real SQLite store.
 
-A tiny run (population 8, 2 generations) is audited back to its seeds and exported; the
+A tiny run (population 4, 2 generations) is audited back to its seeds and exported; the
 export is loaded in a subprocess where none of our packages can be imported. A second run
 with the same seed is killed with SIGKILL after a committed generation and resumed: nothing
 is lost, nothing doubled, and it ends with the uninterrupted run's population.
+
+The runs train each candidate under one seed (`--confirm 1`): confirming the best under
+further seeds, and a resume after a SIGKILL reproducing it, are tests/evolution/test_confirm.py's
+and tests/faults/test_driver_faults.py's.
 """
 
 from __future__ import annotations
@@ -23,7 +27,20 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-RUN_ARGS = ["--population", "8", "--generations", "2", "--steps", "20", "--seed", "7", "--workers", "2"]
+RUN_ARGS = [
+    "--population",
+    "4",
+    "--generations",
+    "2",
+    "--steps",
+    "20",
+    "--seed",
+    "7",
+    "--workers",
+    "2",
+    "--confirm",
+    "1",
+]
 
 
 def evolve(*args: str, store: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:

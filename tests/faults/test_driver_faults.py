@@ -114,6 +114,18 @@ def audit_while_running(proc: subprocess.Popen, store: Path) -> bool:
             os.killpg(proc.pid, signal.SIGCONT)
 
 
+#: Driver kills before the last resume: two make it repeated (each costs a driver's start-up:
+#: torch, Ray and its workers), the second a kill of a resumed driver.
+KILLS = 2
+
+
+def attempts(store: Path) -> int:
+    """Training attempts the store's drivers have started: one `leases` row each (a driver
+    inserts its own rows, numbered after those of the drivers before it)."""
+    found = rows(store, "SELECT count(*) FROM leases")
+    return found[0][0] if found else 0
+
+
 def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_path, tally):
     reference_store, reference_result = reference
     store = tmp_path / "killed.db"
@@ -133,14 +145,28 @@ def test_repeated_sigkill_and_resume_loses_and_doubles_nothing(reference, tmp_pa
         ]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
-    while kills < 3:
+    while kills < KILLS:
         proc = driver(*(["run", "--resume", run_id] if run_id else ["run", *RUN_ARGS]))
-        deadline = time.monotonic() + rng.uniform(3.0, 15.0)
-        while time.monotonic() < deadline and proc.poll() is None:
-            # a reader during the run: answers, and the run goes on undisturbed
-            if audits == 0 and audit_while_running(proc, store):
-                audits += 1
-            time.sleep(0.2)
+        # A random point of the driver's work, not of its start-up (importing torch, starting
+        # Ray): once it has started a random number of training attempts of its own, a random
+        # delay more, so the kill lands mid-evaluation, mid-commit or between generations
+        # however slow the machine is. The bound is for a hung driver, not a measured time.
+        before, wanted, lag = attempts(store), rng.randint(1, 6), rng.uniform(0.0, 1.5)
+        strike, deadline = None, time.monotonic() + 600
+        try:
+            while proc.poll() is None and (strike is None or time.monotonic() < strike):
+                started = attempts(store) - before
+                assert time.monotonic() < deadline, f"the driver started {started} of {wanted} attempts"
+                # a reader during the run: answers, and the run goes on undisturbed
+                if audits == 0 and audit_while_running(proc, store):
+                    audits += 1
+                if strike is None and started >= wanted:
+                    strike = time.monotonic() + lag
+                time.sleep(0.2)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
         if proc.poll() is not None:
             break  # finished before the kill
         os.killpg(proc.pid, signal.SIGKILL)
