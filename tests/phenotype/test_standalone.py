@@ -199,7 +199,8 @@ def evolve(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_cli_export_writes_a_standalone_trainable_package(tmp_path):
     store = f"sqlite:///{tmp_path / 'run.db'}"
-    run = ["--population", "4", "--generations", "1", "--steps", "5", "--min-steps", "0"]
+    # the initial population alone, its best not re-trained under more seeds: 4 trainings
+    run = ["--population", "4", "--generations", "0", "--steps", "5", "--min-steps", "0", "--confirm", "1"]
     evolve("run", *run, "--workers", "1", "--seed", "3", "--quiet", "--store", store)
     out = tmp_path / "best"
     info = json.loads(evolve("export", "--best", "-o", str(out), "--store", store, "--json").stdout)

@@ -259,7 +259,8 @@ def test_cli_export_hf_writes_a_transformers_directory(tmp_path):
     import os
 
     store = f"sqlite:///{tmp_path / 'run.db'}"
-    run = ["--population", "4", "--generations", "1", "--steps", "5", "--min-steps", "0"]
+    # the initial population alone, its best not re-trained under more seeds: 4 trainings
+    run = ["--population", "4", "--generations", "0", "--steps", "5", "--min-steps", "0", "--confirm", "1"]
     proc = evolve("run", *run, "--workers", "1", "--seed", "3", "--quiet", "--store", store)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path / "best-hf"
