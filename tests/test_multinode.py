@@ -34,8 +34,11 @@ def store_url(tmp_path):
         yield url
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
+    """One two-node cluster for the module's tests: each joins it as a job of its own (a
+    subprocess's `evolve run`, this process's pool), whose workers Ray starts for that job
+    alone; what the tests check is per job, so a cluster started anew for each adds nothing."""
     common = {
         "num_cpus": 1,
         "node_ip_address": "127.0.0.1",

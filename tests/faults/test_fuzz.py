@@ -9,7 +9,9 @@
   no `pickle.load(s)`, and the NAS-Bench-201 table reader refuses every class.
 
 `main` runs in-process; its output is captured with redirect_stdout/stderr, since
-pytest's function-scoped capture fixtures do not reset between hypothesis examples.
+pytest's function-scoped capture fixtures do not reset between hypothesis examples. Its
+check of the installation (`evolution.cli.preflight`, tested in tests/test_namespace.py),
+the same for every input and most of a call's cost, runs once for the module (`_preflight_once`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import ast
 import contextlib
 import copy
 import io
+import os
 import pickle
 import pickletools
 import random
@@ -158,6 +161,21 @@ def mutated_documents(draw: Any) -> Any:
 
 
 # -- running the command -------------------------------------------------------------------
+@pytest.fixture(scope="module", autouse=True)
+def _preflight_once() -> Any:
+    """`main` checks before every command that each module of ours is this installation's
+    own file (`preflight.check`, a walk over the distribution's thousands of recorded files:
+    some 70 % of a refused genome's call). Its answer depends on the installation, not on the
+    input fuzzed here: it is computed once, really, and every call of the module gets it."""
+    from dogma_evolve.evolution.cli import preflight
+
+    answer = preflight.check()
+    patch = pytest.MonkeyPatch()
+    patch.setattr(preflight, "check", lambda: answer)
+    yield
+    patch.undo()
+
+
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``evolve ARGV`` run in this process."""
     out, err = io.StringIO(), io.StringIO()
@@ -383,13 +401,14 @@ _ALLOWED = {("evolution/spaces/nb201.py", "pickle.Unpickler")}
 
 
 def _python_sources() -> list[Path]:
+    """Every ``.py`` file under :data:`REPO` outside the skipped and hidden folders (which are
+    never entered: a virtualenv holds tens of thousands of files) and not hidden itself."""
     skip = {".venv", ".git", "build", "dist", "node_modules", "__pycache__"}
-    return [
-        p
-        for p in REPO.rglob("*.py")
-        if not skip.intersection(p.relative_to(REPO).parts)
-        and not any(part.startswith(".") for part in p.relative_to(REPO).parts)
-    ]
+    found = []
+    for root, folders, files in os.walk(REPO):
+        folders[:] = sorted(f for f in folders if f not in skip and not f.startswith("."))
+        found += [Path(root) / f for f in sorted(files) if f.endswith(".py") and not f.startswith(".")]
+    return found
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:

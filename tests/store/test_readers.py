@@ -5,7 +5,7 @@ read-only, and never fail nor disturb a search that writes to it meanwhile.
   names the command that upgrades it, and left byte-identical (SQLite) or at its revision
   (PostgreSQL); a store at head whose file is not in WAL mode stays so; a read-only
   :class:`Store` refuses every write.
-* A real `evolve run` (Ray worker, tiny trainings, four generations) writes while two reader
+* A real `evolve run` (Ray worker, tiny trainings, two generations) writes while two reader
   processes (`tests/store/readers.py`) poll it every half second through `runs`, `report`,
   `report --html`, `check`, `audit`, `lineage`, `blame` and `diff`: every call succeeds, the
   run finishes, and it stores what the same seeded run stored with nobody reading (statuses
@@ -186,8 +186,11 @@ def test_readers_open_a_sqlite_store_while_checkpoints_run(db_path: Path, helper
 
 # -- readers polling a real run ---------------------------------------------------------------
 
-RUN = ["--population", "4", "--generations", "3", "--steps", "5", "--min-steps", "0", "--workers", "1"]
-RUN += ["--task", "mqar", "--seed", "5", "--quiet", "--json"]
+#: two generations, each a commit the readers meet (the run exists from before Ray starts, so
+#: they poll it running for seconds before the first); one training seed per genome, since
+#: confirming the best (`--confirm`) is no write of another kind, only more trainings
+RUN = ["--population", "4", "--generations", "1", "--steps", "5", "--min-steps", "0", "--workers", "1"]
+RUN += ["--confirm", "1", "--task", "mqar", "--seed", "5", "--quiet", "--json"]
 
 
 def _evolve(*argv: str, **popen: Any) -> subprocess.Popen[str]:
