@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
 def kernel_rows(settings: Settings) -> list[Row]:
     import torch
     from gpu_check_kernels import (
+        DRY,
         FULL,
         OPS,
-        TINY,
         TOLERANCES,
         external_chunk_gla,
         external_selective_scan,
@@ -122,7 +122,7 @@ def kernel_rows(settings: Settings) -> list[Row]:
         timings,
     )
 
-    device, shapes = settings.device, TINY if settings.dry_run else FULL
+    device, shapes = settings.device, DRY if settings.dry_run else FULL
     externals = {
         "selective_scan": ("mamba-ssm", external_selective_scan),
         "gated_linear_recurrence": ("fla", external_chunk_gla),
@@ -137,7 +137,7 @@ def kernel_rows(settings: Settings) -> list[Row]:
         rows.append(
             (op.name, "torch (reference)", op.shape(shapes), "float64 reference", _ms(ref_ms), "1.0x", "ref")
         )
-        candidates: list[tuple[str, Any]] = [(b, op.run) for b in _backends(op, device)]
+        candidates: list[tuple[str, Any]] = [(b, op.run) for b in _backends(op, device, settings.dry_run)]
         if op.name in externals and device.type == "cuda":
             label, make = externals[op.name]
             external = make()
@@ -152,10 +152,10 @@ def kernel_rows(settings: Settings) -> list[Row]:
     return rows
 
 
-def _backends(op: Any, device: Any) -> list[str]:
-    from gpu_check_kernels import backends_of
+def _backends(op: Any, device: Any, dry_run: bool) -> list[str]:
+    from gpu_check_kernels import DRY, TINY, backends_of
 
-    return backends_of(op, device)
+    return backends_of(op, device, DRY if dry_run else TINY)
 
 
 def _kernel_row(
@@ -229,6 +229,8 @@ def evolve_run_rows(settings: Settings) -> list[Row]:
                 "2",
                 "--min-steps",
                 "0",
+                "--confirm",  # two trainings: the best is not re-trained under more seeds
+                "1",
                 "--workers",
                 "1",
             ]

@@ -57,6 +57,9 @@ class Shapes:
 
 FULL = Shapes(batch=8, dim=2048, state=16, length=4096, heads=16)
 TINY = Shapes(batch=2, dim=16, state=4, length=64, heads=2)
+# `--dry-run`'s rows and probes on CPU: TINY at a quarter of its length, a third of the Triton
+# interpreter's time there (one chunk either way); on CUDA the probes keep TINY
+DRY = Shapes(batch=2, dim=16, state=4, length=16, heads=2)
 
 
 @dataclass(frozen=True)
@@ -145,14 +148,14 @@ def on(inputs: Inputs, device: torch.device, dtype: torch.dtype) -> Inputs:
     return [t.to(device=device, dtype=dtype).detach().requires_grad_() for t in inputs]
 
 
-def backends_of(op: Op, device: torch.device) -> list[str]:
+def backends_of(op: Op, device: torch.device, shapes: Shapes = TINY) -> list[str]:
     """The fast backends ``op`` offers on ``device`` (``kernels._dispatch.BACKENDS`` less
-    ``auto`` and the reference), found by trying each on a tiny input: a backend the op
+    ``auto`` and the reference), found by trying each on a tiny input (``shapes``): a backend the op
     lacks (``chunk`` where there is no chunked kernel: a ``ValueError``) or, on CPU, the
     machine lacks (Triton without its interpreter) is left out; on CUDA any other failure
     keeps the backend, so that its row fails instead of vanishing."""
     found = []
-    tiny = on(op.make(TINY, torch.Generator().manual_seed(1)), device, torch.float32)
+    tiny = on(op.make(shapes, torch.Generator().manual_seed(1)), device, torch.float32)
     for backend in BACKENDS:
         if backend in ("auto", "torch") or (backend == "cpu" and device.type != "cpu"):
             continue
@@ -306,6 +309,7 @@ def external_chunk_gla() -> Callable[[Inputs, str], torch.Tensor] | str:
 
 
 __all__ = [
+    "DRY",
     "FULL",
     "OPS",
     "TINY",
