@@ -118,14 +118,15 @@ def test_a_search_beside_hugging_face_kernels_records_no_crash_and_its_hf_export
     hf_kernels = importlib.metadata.distribution("kernels")
     assert hf_kernels.metadata["Name"].lower() == "kernels"
     url = f"sqlite:///{tmp_path / 'evolve.db'}"
-    argv = ["--population", "12", "--generations", "0", "--steps", "5", "--task", "mqar", "--seed", "1"]
-    argv += ["--confirm", "1"]  # one row per genome: the 12 counted below
+    # seed 1 draws a preset and two random genomes, one with mamba and lstm, one with s4 and dna
+    argv = ["--population", "3", "--generations", "0", "--steps", "5", "--task", "mqar", "--seed", "1"]
+    argv += ["--confirm", "1"]  # one row per genome: the 3 counted below
     searched = evolve(tmp_path, "run", *argv, "--workers", "1", "--quiet", "--json", "--store", url)
     assert searched.returncode == 0, searched.stderr[-3000:]
     with sqlite3.connect(tmp_path / "evolve.db") as db:
         statuses = db.execute("SELECT status, count(*) FROM evaluations GROUP BY status").fetchall()
         documents = [row[0] for row in db.execute("SELECT yaml FROM genomes")]
-    assert dict(statuses) == {"ok": 12}, statuses
+    assert dict(statuses) == {"ok": 3}, statuses
     kinds = " ".join(documents)
     assert "kind: mamba" in kinds, "generation 0 holds no SSM"
     assert any(f"kind: {k}" in kinds for k in ("lstm", "rglru", "rwkv", "gru")), "and no recurrent kind"

@@ -25,6 +25,7 @@ from dogma_evolve.evolution.cli import calibrate as calibrate_cli
 from dogma_evolve.evolution.cli import scale as scale_cli
 from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.store import Store
+from tests.evolution.cli.test_user_task import evolve_in_one_process
 from tests.evolution.scale.test_train import LawPool
 from tests.evolution.stopping_pools import StoppingPool
 from tests.phenotype.plugin_helpers import EXAMPLES, loaded_plugin
@@ -43,10 +44,12 @@ regions:
 """
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
+
+
 def evolve_process(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`evolve ARGS` in its own process, run in ``work`` (the plugin found there)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
-    return subprocess.run([EVOLVE, *args], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([EVOLVE, *args], cwd=work, env=ENV, capture_output=True, text=True, timeout=300)
 
 
 def evolve(*argv: str) -> tuple[int, str, str]:
@@ -64,14 +67,25 @@ def work(tmp_path: Path) -> Path:
 
 
 def test_genome_validate_and_show_take_plugin_and_name_it_when_missing(work):
-    for command in (["genome", "validate"], ["genome", "show"]):
-        refused = evolve_process(work, *command, "gdn.yaml")
+    # the commands in turn in one process (the plugin loaded from the third on), each through
+    # `evolve`'s main with its output captured at the file descriptors
+    *refusals, valid, shown, missing = evolve_in_one_process(
+        work,
+        [
+            ["genome", "validate", "gdn.yaml"],
+            ["genome", "show", "gdn.yaml"],
+            ["genome", "validate", "gdn.yaml", "--plugin", "gated_deltanet", "--json"],
+            ["genome", "show", "gdn.yaml", "--plugin", "gated_deltanet", "--json"],
+            ["genome", "validate", "gdn.yaml", "--plugin", "not_a_module_here"],
+        ],
+        ENV,
+    )
+    for refused in refusals:
         assert refused.returncode == 2, refused.stderr
         [line] = refused.stderr.strip().splitlines()
         assert line.startswith("evolve: error: gdn.yaml: ") and "unknown kind 'gated_deltanet'" in line
         assert "--plugin MODULE" in line, line
 
-    valid = evolve_process(work, "genome", "validate", "gdn.yaml", "--plugin", "gated_deltanet", "--json")
     assert valid.returncode == 0, valid.stderr
     [said] = valid.stderr.strip().splitlines()
     assert said.startswith("evolve: plugin gated_deltanet#") and (
@@ -79,13 +93,11 @@ def test_genome_validate_and_show_take_plugin_and_name_it_when_missing(work):
     )
     genome_id = json.loads(valid.stdout)["genome_id"]
 
-    shown = evolve_process(work, "genome", "show", "gdn.yaml", "--plugin", "gated_deltanet", "--json")
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)
     assert data["genome_id"] == genome_id and data["params"] > 0 and data["state_bytes_fixed"] > 0
     assert "T:gated_deltanet" in data["sequence"]
 
-    missing = evolve_process(work, "genome", "validate", "gdn.yaml", "--plugin", "not_a_module_here")
     assert missing.returncode == 2
     [line] = missing.stderr.strip().splitlines()
     assert "cannot import module 'not_a_module_here'" in line

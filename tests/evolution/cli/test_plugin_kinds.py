@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.evolution.cli.test_user_task import SOURCE as TASK_SOURCE  # the task tests' user task
-from tests.evolution.cli.test_user_task import TRAP  # a module a reader must never import
+from tests.evolution.cli.test_user_task import (
+    TRAP,  # a module a reader must never import
+    evolve_in_one_process,
+)
 from tests.phenotype.test_standalone import assert_package_works, check_in_fresh_interpreter
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "gated_deltanet.py"
@@ -28,17 +31,28 @@ EVOLVE = str(Path(sys.executable).with_name("evolve"))
 TASK = "my_parity_task:Parity?length=6"
 # seed 21 draws a gated_deltanet genome into generation 0 (of 4: presets, then random genomes)
 RUN = ["--plugin", "gated_deltanet", "--task", TASK, "--population", "4", "--generations", "0"]
-RUN += ["--steps", "10", "--workers", "2", "--seed", "21", "--max-params", "20000", "--quiet"]
+RUN += ["--steps", "10", "--workers", "2", "--seed", "21", "--max-params", "20000", "--confirm", "1"]
+RUN += ["--quiet"]  # (--confirm 1: confirmation is not tested here)
+
+
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
 
 
 def evolve(work: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """`evolve ARGS --store work/evolve.db`, run in ``work`` (its modules found there)."""
     cmd = [EVOLVE, *args, "--store", f"sqlite:///{work / 'evolve.db'}"]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=work, env=ENV, capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
+
+
+def evolve_each(work: Path, *commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """`evolve COMMAND --store work/evolve.db` for each command, in turn, in one process run
+    in ``work`` (`test_user_task.evolve_in_one_process`): for commands that stop before a
+    search, such as refusals."""
+    store = ["--store", f"sqlite:///{work / 'evolve.db'}"]
+    return evolve_in_one_process(work, [[*command, *store] for command in commands], ENV)
 
 
 def plugin_genomes(work: Path) -> list[tuple[str, str]]:
@@ -102,19 +116,21 @@ def test_readers_never_import_the_plugin_and_other_code_is_refused(searched, tmp
     shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__"))
     run_id, genome_id = result["run_id"], plugin_genomes(work)[0][0][:12]
     (work / "gated_deltanet.py").write_text(TRAP)
-    for command in (["report", "--run", run_id], ["runs"], ["lineage", genome_id], ["check"]):
-        evolve(work, *command)
-    audit = evolve(work, "audit", genome_id).stdout
-    assert "T:gated_deltanet" in audit  # the stored kind's name, from the recorded gene
+    # the readers in one process: any import of the plugin writes IMPORTED
+    read = evolve_each(
+        work, ["report", "--run", run_id], ["runs"], ["lineage", genome_id], ["check"], ["audit", genome_id]
+    )
+    assert all(proc.returncode == 0 for proc in read), [proc.stderr[-2000:] for proc in read]
+    assert "T:gated_deltanet" in read[-1].stdout  # the stored kind's name, from the recorded gene
     assert not (work / "IMPORTED").exists()
 
     (work / "gated_deltanet.py").write_text(EXAMPLE.read_text() + "# an edit\n")
-    for command in (
+    for refused in evolve_each(
+        work,
         ["run", "--resume", run_id, "--generations", "2"],
         ["replay", genome_id],
         ["export", "--id", genome_id, "-o", str(tmp_path / "never")],
     ):
-        refused = evolve(work, *command, check=False)
         assert refused.returncode == 2, refused.stderr[-2000:]
         [line] = [x for x in refused.stderr.splitlines() if x.startswith("evolve: error: ")]
         assert "plugin gated_deltanet: its code has fingerprint" in line and "needs the code" in line
@@ -198,8 +214,9 @@ def test_plugins_that_break_the_registration_are_refused_in_one_line(tmp_path):
         "nothing": "registers no block kind",
         "not_a_module_here": "No module named 'not_a_module_here'",
     }
-    for module, reason in cases.items():
-        proc = evolve(tmp_path, "plugin", "check", module, check=False)
+    # each in turn in one process; each case's module is its own, as its gene kinds are
+    checked = evolve_each(tmp_path, *(["plugin", "check", module] for module in cases))
+    for (module, reason), proc in zip(cases.items(), checked, strict=True):
         assert proc.returncode == 2, (module, proc.stdout, proc.stderr)
         [line] = proc.stderr.strip().splitlines()
         assert line.startswith("evolve: error: ") and reason in line, (module, line)
@@ -215,8 +232,8 @@ def test_a_run_refuses_a_plugin_it_cannot_use_before_making_a_store(tmp_path):
         ("--plugin", "not_a_module_here"): "cannot import module 'not_a_module_here'",
         ("--plugin", "gated_deltanet", "--space", "nb201"): "the nb201 space has none",
     }
-    for args, reason in cases.items():
-        proc = evolve(tmp_path, "run", *args, "--generations", "0", check=False)
+    refused = evolve_each(tmp_path, *(["run", *args, "--generations", "0"] for args in cases))
+    for (args, reason), proc in zip(cases.items(), refused, strict=True):
         assert proc.returncode == 2, (args, proc.stderr[-2000:])
         [line] = proc.stderr.strip().splitlines()
         assert reason in line, (args, line)

@@ -48,7 +48,7 @@ pathlib.Path(__file__).with_name("IMPORTED").write_text("a reader imported me")
 raise SystemExit("a reader must not import this module")
 """
 RUN = ["--population", "2", "--generations", "0", "--steps", "10", "--workers", "2", "--seed", "3"]
-RUN += ["--max-params", "20000", "--quiet"]
+RUN += ["--max-params", "20000", "--confirm", "1", "--quiet"]  # (confirmation: not tested here)
 EVOLVE = str(Path(sys.executable).with_name("evolve"))
 
 
@@ -65,6 +65,49 @@ def evolve(
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
+
+
+ONE_PROCESS = r"""
+import json, os, sys, tempfile
+from dogma_evolve.evolution.cli.main import main
+done = []
+for argv in json.loads(sys.argv[1]):
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        sys.stdout.flush(), sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
+        try:
+            code = main(argv)
+        except SystemExit as exit:  # argparse's refusals
+            code = exit.code
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2), os.close(saved[0]), os.close(saved[1])
+        out.seek(0), err.seek(0)
+        done.append([code, out.read(), err.read()])
+print(json.dumps(done))
+"""
+
+
+def evolve_in_one_process(
+    cwd: Path, commands: list[list[str]], env: dict[str, str]
+) -> list[subprocess.CompletedProcess[str]]:
+    """`evolve ARGV` for each of ``commands`` in turn, in one fresh interpreter run in ``cwd``:
+    each through the command's ``main`` (what its console script calls) with its stdout and
+    stderr captured at the file descriptors; ``-P`` keeps ``cwd`` off ``sys.path``, as the
+    console script does. One start (torch's import) for several commands that stop before
+    any search, where each command's own process would pay it again."""
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", ONE_PROCESS, json.dumps(commands)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    done = json.loads(proc.stdout.strip().splitlines()[-1])
+    return [subprocess.CompletedProcess(argv, *r) for argv, r in zip(commands, done, strict=True)]
 
 
 def rows(work: Path, run_id: str) -> list[tuple[str, str, str]]:
@@ -131,13 +174,23 @@ def test_a_result_is_reused_only_for_the_same_code(searched):
 def test_readers_show_the_recorded_task_without_importing_it(searched):
     work, result = searched
     (work / f"{MODULE}.py").write_text(TRAP)
-    runs = json.loads(evolve(work, "runs", "--json").stdout)
+    store = ["--store", f"sqlite:///{work / 'evolve.db'}"]
+    best = str(result["best"]["id"])
+    readers = [  # every reader in one process: any import of the module writes IMPORTED
+        ["runs", "--json"],
+        ["report", "--run", result["run_id"], "--json"],
+        ["report", "--run", result["run_id"], "--html", str(work / "report.html")],
+        ["audit", best, "--json"],
+        ["ablate", best, "--list", "--json"],
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    read = evolve_in_one_process(work, [[*command, *store] for command in readers], env)
+    assert all(proc.returncode == 0 for proc in read), [proc.stderr for proc in read]
+    runs = json.loads(read[0].stdout)
     assert all(r["task"].startswith(f"{TASK}#") for r in runs)
-    report = json.loads(evolve(work, "report", "--run", result["run_id"], "--json").stdout)
+    report = json.loads(read[1].stdout)
     assert report["task"].startswith(f"{TASK}#") and len(report["generations"]) == 2
-    evolve(work, "report", "--run", result["run_id"], "--html", str(work / "report.html"))
-    evolve(work, "audit", str(result["best"]["id"]), "--json")
-    evolve(work, "ablate", str(result["best"]["id"]), "--list", "--json")
+    assert (work / "report.html").is_file()
     assert not (work / "IMPORTED").exists()
     refused = evolve(work, "replay", str(result["best"]["id"]), check=False)  # training imports it
     assert refused.returncode == 2 and "cannot import module" in refused.stderr
