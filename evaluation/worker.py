@@ -12,8 +12,7 @@ this module is only what the worker does and what it tells the driver.
   then beats every ``heartbeat_s`` seconds from a daemon thread until the evaluation ends;
   each beat carries the seconds its time limit has left (`trainer.Deadline`: the limit grows
   with the candidate's measured pace), so the driver waits exactly as long as the worker.
-* :class:`HeartbeatBoard` is a small Ray actor keeping the last beat of every attempt on
-  its own clock, so no clock skew between machines reaches the driver's judgement.
+* :class:`HeartbeatBoard` (`evaluation.heartbeat`) is the small Ray actor the beats go to.
 * :class:`TransientFailure` raised while building or training marks the failure as worth
   another attempt; :func:`is_transient` is how the driver reads that off a result.
 """
@@ -24,7 +23,6 @@ import contextlib
 import os
 import socket
 import threading
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -51,35 +49,6 @@ def is_transient(result: EvalResult) -> bool:
     """Whether ``result`` is a crash caused by a :class:`TransientFailure` (its reason
     carries :data:`TRANSIENT_MARK`)."""
     return result.status == "crash" and TRANSIENT_MARK in result.reason
-
-
-class HeartbeatBoard:
-    """Ray actor: the last heartbeat of every attempt in flight, on the actor's clock.
-
-    An attempt is named by a token (a random hex string the driver makes per attempt);
-    a worker names itself by the text of :func:`identity_text`.
-    """
-
-    def __init__(self) -> None:
-        self._beats: dict[str, tuple[float, str, float | None]] = {}
-
-    def beat(self, token: str, worker: str, remaining_s: float | None = None) -> None:
-        self._beats[token] = (time.monotonic(), worker, remaining_s)
-
-    def ages(self, tokens: list[str]) -> dict[str, tuple[float, str, float | None]]:
-        """token -> (seconds since its last beat, worker, seconds its time limit had left at
-        that beat, None when unknown) for tokens that have beaten."""
-        now = time.monotonic()
-        out = {}
-        for t in tokens:
-            if t in self._beats:
-                at, worker, remaining = self._beats[t]
-                out[t] = (now - at, worker, remaining)
-        return out
-
-    def forget(self, tokens: list[str]) -> None:
-        for token in tokens:
-            self._beats.pop(token, None)
 
 
 def worker_identity() -> dict[str, Any]:
