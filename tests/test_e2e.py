@@ -27,20 +27,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-RUN_ARGS = [
-    "--population",
-    "4",
-    "--generations",
-    "2",
-    "--steps",
-    "20",
-    "--seed",
-    "7",
-    "--workers",
-    "2",
-    "--confirm",
-    "1",
-]
+RUN_ARGS = "--population 4 --generations 2 --steps 20 --seed 7 --workers 2 --confirm 1".split()
 
 
 def evolve(*args: str, store: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:

@@ -130,20 +130,7 @@ def test_memory_from_another_space_leaves_no_run_behind(url: str) -> None:
 # -- Ctrl-C of a real evolve run ------------------------------------------------------------
 
 # one training per candidate (`--confirm 1`): what is stopped and resumed here needs no more
-TINY = [
-    "--steps",
-    "3",
-    "--population",
-    "4",
-    "--workers",
-    "1",
-    "--task",
-    "mqar",
-    "--min-steps",
-    "0",
-    "--confirm",
-    "1",
-]
+TINY = "--steps 3 --population 4 --workers 1 --task mqar --min-steps 0 --confirm 1".split()
 
 
 def _evolve(*argv: str, **popen: object) -> subprocess.Popen[str]:
