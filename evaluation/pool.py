@@ -59,8 +59,8 @@ from dogma_evolve.store import LeaseIn
 from .dispatch import Dispatch, ObjectRef
 from .evaluate import ModelBuilder
 from .gpu import PACKING_GRID, PROCESS_BYTES, GpuShares, probe_gpu_bytes
-from .heartbeat import HeartbeatBoard
 from .niceness import worker_niceness
+from .protocol import HeartbeatBoard
 from .result import EvalRequest, EvalResult
 from .worker import (
     DEFAULT_HEARTBEAT_S,

@@ -12,7 +12,7 @@ this module is only what the worker does and what it tells the driver.
   then beats every ``heartbeat_s`` seconds from a daemon thread until the evaluation ends;
   each beat carries the seconds its time limit has left (`trainer.Deadline`: the limit grows
   with the candidate's measured pace), so the driver waits exactly as long as the worker.
-* :class:`HeartbeatBoard` (`evaluation.heartbeat`) is the small Ray actor the beats go to.
+* :class:`HeartbeatBoard` (`evaluation.protocol`) is the small Ray actor the beats go to.
 * :class:`TransientFailure` raised while building or training marks the failure as worth
   another attempt; :func:`is_transient` is how the driver reads that off a result.
 """
