@@ -31,6 +31,9 @@ HOSTILE: dict[str, bytes] = {
     "deep mapping": b"a: " * 5000 + b"1",
     "absurd width": b"regions:\n- {id: s0, type: structural, settings: {d_model: 1000000000000}}\n",
     "huge float": b"regions:\n- {id: s0, type: structural, settings: {rope_theta: 1e400}}\n",
+    "int past float range": b"regions:\n- {id: s0, type: structural, settings: {rope_theta: 1"
+    + b"0" * 400
+    + b"}}\n",
     "nan": b"regions:\n- {id: s0, type: structural, settings: {rope_theta: .nan}}\n",
     "enormous int": b"regions:\n- {id: s0, type: structural, settings: {d_model: " + b"9" * 5000 + b"}}\n",
     "empty file": b"",
