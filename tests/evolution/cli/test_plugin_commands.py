@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -25,7 +24,7 @@ from dogma_evolve.evolution.cli import calibrate as calibrate_cli
 from dogma_evolve.evolution.cli import scale as scale_cli
 from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.store import Store
-from tests.evolution.cli.test_user_task import evolve_in_one_process
+from tests.evolution.cli.test_user_task import USER_ENV, evolve_in_one_process
 from tests.evolution.scale.test_train import LawPool
 from tests.evolution.stopping_pools import StoppingPool
 from tests.phenotype.plugin_helpers import EXAMPLES, loaded_plugin
@@ -44,12 +43,11 @@ regions:
 """
 
 
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
-
-
 def evolve_process(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`evolve ARGS` in its own process, run in ``work`` (the plugin found there)."""
-    return subprocess.run([EVOLVE, *args], cwd=work, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [EVOLVE, *args], cwd=work, env=USER_ENV, capture_output=True, text=True, timeout=300
+    )
 
 
 def evolve(*argv: str) -> tuple[int, str, str]:
@@ -78,7 +76,6 @@ def test_genome_validate_and_show_take_plugin_and_name_it_when_missing(work):
             ["genome", "show", "gdn.yaml", "--plugin", "gated_deltanet", "--json"],
             ["genome", "validate", "gdn.yaml", "--plugin", "not_a_module_here"],
         ],
-        ENV,
     )
     for refused in refusals:
         assert refused.returncode == 2, refused.stderr

@@ -22,6 +22,7 @@ import pytest
 from tests.evolution.cli.test_user_task import SOURCE as TASK_SOURCE  # the task tests' user task
 from tests.evolution.cli.test_user_task import (
     TRAP,  # a module a reader must never import
+    USER_ENV,
     evolve_in_one_process,
 )
 from tests.phenotype.test_standalone import assert_package_works, check_in_fresh_interpreter
@@ -35,13 +36,10 @@ RUN += ["--steps", "10", "--workers", "2", "--seed", "21", "--max-params", "2000
 RUN += ["--quiet"]  # (--confirm 1: confirmation is not tested here)
 
 
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
-
-
 def evolve(work: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """`evolve ARGS --store work/evolve.db`, run in ``work`` (its modules found there)."""
     cmd = [EVOLVE, *args, "--store", f"sqlite:///{work / 'evolve.db'}"]
-    proc = subprocess.run(cmd, cwd=work, env=ENV, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=work, env=USER_ENV, capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
@@ -52,7 +50,7 @@ def evolve_each(work: Path, *commands: list[str]) -> list[subprocess.CompletedPr
     in ``work`` (`test_user_task.evolve_in_one_process`): for commands that stop before a
     search, such as refusals."""
     store = ["--store", f"sqlite:///{work / 'evolve.db'}"]
-    return evolve_in_one_process(work, [[*command, *store] for command in commands], ENV)
+    return evolve_in_one_process(work, [[*command, *store] for command in commands])
 
 
 def plugin_genomes(work: Path) -> list[tuple[str, str]]:

@@ -50,6 +50,8 @@ raise SystemExit("a reader must not import this module")
 RUN = ["--population", "2", "--generations", "0", "--steps", "10", "--workers", "2", "--seed", "3"]
 RUN += ["--max-params", "20000", "--confirm", "1", "--quiet"]  # (confirmation: not tested here)
 EVOLVE = str(Path(sys.executable).with_name("evolve"))
+# a user's shell: our tree off PYTHONPATH (a user's modules are found in the current folder)
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
 
 
 def evolve(
@@ -90,7 +92,7 @@ print(json.dumps(done))
 
 
 def evolve_in_one_process(
-    cwd: Path, commands: list[list[str]], env: dict[str, str]
+    cwd: Path, commands: list[list[str]], env: dict[str, str] = USER_ENV
 ) -> list[subprocess.CompletedProcess[str]]:
     """`evolve ARGV` for each of ``commands`` in turn, in one fresh interpreter run in ``cwd``:
     each through the command's ``main`` (what its console script calls) with its stdout and
@@ -183,8 +185,7 @@ def test_readers_show_the_recorded_task_without_importing_it(searched):
         ["audit", best, "--json"],
         ["ablate", best, "--list", "--json"],
     ]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    read = evolve_in_one_process(work, [[*command, *store] for command in readers], env)
+    read = evolve_in_one_process(work, [[*command, *store] for command in readers])
     assert all(proc.returncode == 0 for proc in read), [proc.stderr for proc in read]
     runs = json.loads(read[0].stdout)
     assert all(r["task"].startswith(f"{TASK}#") for r in runs)
