@@ -24,6 +24,9 @@ def _nan_fill(t: torch.Tensor) -> torch.Tensor:
 @pytest.fixture(autouse=True)
 def nan_filled_empty(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch.empty / torch.empty_like return NaN: an output a kernel forgets to write fails."""
+    # torch's device context lists its factory functions once per process (an lru_cache);
+    # listed inside this patch, the real torch.empty would ignore `with torch.device(...)`.
+    torch.utils._device._device_constructors()
     empty, empty_like = torch.empty, torch.empty_like
     monkeypatch.setattr(torch, "empty", lambda *a, **kw: _nan_fill(empty(*a, **kw)))
     monkeypatch.setattr(torch, "empty_like", lambda *a, **kw: _nan_fill(empty_like(*a, **kw)))

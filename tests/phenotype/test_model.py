@@ -223,3 +223,33 @@ def test_preset_accounting_equals_the_built_module(name, monkeypatch):
     with kernels_unseen(monkeypatch):
         flops = counted_flops(model, ids)
     assert flops == seq * (acct.flops_per_token - model.extra_flops_per_token())
+
+
+def test_meta_decode_holds_after_linspace_was_swapped(monkeypatch):
+    """transformers' meta-device loading swaps torch.linspace for a CPU-defaulting wrapper
+    (`meta_device_safe_creation_ops`). If torch's device context first lists its factory
+    functions inside that window (an lru_cache), the real torch.linspace ignores
+    `with torch.device(...)` for the rest of the process: a test process that had loaded an
+    exported model first then decoded the DNA and epigenetic blocks with CPU parameters among
+    meta ones (the order-dependent failure above). The phenotype must not depend on it."""
+    constructors = torch.utils._device._device_constructors
+    linspace = torch.linspace
+
+    def cpu_default(*args, **kwargs):
+        kwargs.setdefault("device", "cpu")
+        return linspace(*args, **kwargs)
+
+    constructors.cache_clear()
+    try:
+        monkeypatch.setattr(torch, "linspace", cpu_default)
+        with torch.device("meta"):
+            torch.zeros(1)  # the device context lists its constructors here, the wrapper among them
+        monkeypatch.undo()
+        with torch.device("meta"):
+            if torch.linspace(0.0, 1.0, 3).device.type == "meta":
+                pytest.skip("this torch no longer lets a swapped linspace escape its device context")
+        model = decode(preset("dogma"), "meta")
+        assert {p.device.type for p in model.parameters()} == {"meta"}
+    finally:
+        constructors.cache_clear()
+        constructors()  # listed again now, outside any patch
