@@ -14,6 +14,8 @@ from dataclasses import dataclass
 PRECISIONS = ("auto", "fp32", "bf16")
 #: What a stored result without ``metrics["precision"]`` trained in.
 LEGACY_PRECISION = "fp32"
+#: The most training seeds a command trains one point under (`evolve ablate`, `evolve scale`).
+MAX_SEEDS = 100
 
 
 @dataclass(frozen=True)
@@ -35,4 +37,4 @@ class Recipe:
 
 RECIPE = Recipe()  # the defaults
 
-__all__ = ["LEGACY_PRECISION", "PRECISIONS", "RECIPE", "Recipe"]
+__all__ = ["LEGACY_PRECISION", "MAX_SEEDS", "PRECISIONS", "RECIPE", "Recipe"]

@@ -40,7 +40,7 @@ class HeartbeatBoard:
     """Ray actor: the last heartbeat of every attempt in flight, on the actor's clock.
 
     An attempt is named by a token (a random hex string the driver makes per attempt);
-    a worker names itself by the text of :func:`identity_text`.
+    a worker names itself by the text of `evaluation.worker.identity_text`.
     """
 
     def __init__(self) -> None:

@@ -2,8 +2,9 @@
 loads torch) and the `evolve` parser (which must not: every command builds it) read them
 here."""
 
+from dogma_evolve.evaluation.options import MAX_SEEDS
+
 DEFAULT_SEEDS = 3
-MAX_SEEDS = 100
 DEFAULT_TIMEOUT_S = 3600.0  # per training: a loaded machine runs a 30-second candidate for minutes
 
 __all__ = ["DEFAULT_SEEDS", "DEFAULT_TIMEOUT_S", "MAX_SEEDS"]

@@ -2,6 +2,8 @@
 loads torch) and the `evolve` parser (which must not: every command builds it) read them
 here. The ladder's axes are `evolution.scale.ladder.AXES`."""
 
+from dogma_evolve.evaluation.options import MAX_SEEDS
+
 DEFAULT_TOKENS_PER_PARAM = 20.0  # per non-embedding parameter
 # `run --ladder`'s budget: every elite's 4 sizes (its smallest model up 1.5 decades) at 5
 # tokens per parameter, a scaling law along D = 5·N within one pass of bytelm_en. Measured on
@@ -17,7 +19,6 @@ DEFAULT_SEEDS = 2
 # within this many minutes here (evolution.scale.pace)
 DEFAULT_MINUTES = 30.0
 DEFAULT_TIMEOUT_S = 86_400.0  # per point: a ladder's largest rung may train for hours
-MAX_SEEDS = 100
 
 __all__ = [
     "DEFAULT_MINUTES",
