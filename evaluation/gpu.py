@@ -79,7 +79,7 @@ def estimate_request_bytes(request: EvalRequest, build_model: ModelBuilder | Non
     model = built[0] if isinstance(built, tuple) else built
     if not isinstance(model, nn.Module):
         raise TypeError(f"builder returned {type(model).__name__}, not a Module")
-    return estimate_training_bytes(model, task, batch_size)
+    return estimate_training_bytes(model.to("meta"), task, batch_size)  # as `decode` places it
 
 
 class GpuShares:

@@ -16,12 +16,9 @@ before anything is allocated, while admitting every published architecture we kn
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-_LARGEST_FLOAT = int(sys.float_info.max)  # a larger integer has no float (YAML reads 1000…0 as int)
 
 BASE_TYPES = ("A", "T", "C", "G")
 REGION_TYPES = ("structural", "promoter", "coding", "regulatory")
@@ -65,9 +62,12 @@ class ParamSpec:
         elif self.type == "float":
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"{name} must be a number, got {value!r:.40}")
-            if isinstance(value, int) and abs(value) > _LARGEST_FLOAT:  # float() would overflow
-                raise ValueError(f"{name} must be finite, got an integer of {value.bit_length()} bits")
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an integer past float range (YAML reads 1000…0 as int)
+                raise ValueError(
+                    f"{name} must be finite, got an integer of {value.bit_length()} bits"
+                ) from None
             if value != value or value in (float("inf"), float("-inf")):
                 raise ValueError(f"{name} must be finite, got {value!r}")
         else:  # pragma: no cover - schema authoring error

@@ -21,7 +21,11 @@ def decode(genome: Genome, device: str | torch.device | None = None) -> DogmaMod
     if device is None:
         return cfg.build()
     with torch.device(device):
-        return cfg.build()
+        model = cfg.build()
+    # A library can blind torch's device context to a factory function for the whole process
+    # (transformers' meta loading swaps torch.linspace while the context first lists them, an
+    # lru_cache): what such a call built on the CPU is placed here, any block kind's alike.
+    return model.to(device)
 
 
 __all__ = [

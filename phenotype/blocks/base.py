@@ -199,16 +199,6 @@ def depthwise_conv_step(conv: nn.Conv1d, window: torch.Tensor) -> torch.Tensor:
     return (window * conv.weight[:, 0]).sum(-1) + conv.bias
 
 
-def evenly_spaced(start: float, end: float, steps: int) -> torch.Tensor:
-    """`torch.linspace(start, end, steps)`, (steps,), placed on the device of the enclosing
-    `with torch.device(...)` (`decode`'s) explicitly. transformers' meta-device loading swaps
-    `torch.linspace` for a CPU-defaulting wrapper (`meta_device_safe_creation_ops`); if torch's
-    device context first lists its factory functions inside that window (an lru_cache), the
-    real `torch.linspace` ignores `torch.device(...)` for the rest of the process, and a
-    meta-decoded phenotype would get CPU parameters. Same values as before, bit for bit."""
-    return torch.linspace(start, end, steps, device="cpu").to(torch.get_default_device())
-
-
 def no_weight_decay(*params: nn.Parameter) -> None:
     """Tag parameters that must not decay (A_log, D, dt_bias, norms): the trainer reads it."""
     for p in params:

@@ -76,13 +76,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dogma_evolve.phenotype.blocks.base import (
-    BlockConfig,
-    Mixer,
-    evenly_spaced,
-    linear_params,
-    no_weight_decay,
-)
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Mixer, linear_params, no_weight_decay
 
 _NUCLEOTIDES = "ATCG"
 
@@ -201,7 +195,7 @@ class DNABlock(Mixer[DNAConfig]):
         self.input_strands = nn.Linear(d, r)
         self.k_log = nn.Parameter(torch.zeros(r))
         self.gamma_log = nn.Parameter(torch.full((r,), math.log(0.1)))
-        self.delta_log = nn.Parameter(evenly_spaced(math.log(0.01), math.log(0.5), r))
+        self.delta_log = nn.Parameter(torch.linspace(math.log(0.01), math.log(0.5), r))
         self.out_A = nn.Linear(r, d, bias=cfg.bias)
         if cfg.depth > 1:  # cascade layers 2..Λ (deterministic init: no draw moves the others')
             layers = cfg.depth - 1
@@ -209,7 +203,7 @@ class DNABlock(Mixer[DNAConfig]):
             self.cascade_k_log = nn.Parameter(torch.zeros(layers, r))
             self.cascade_gamma_log = nn.Parameter(torch.full((layers, r), math.log(0.1)))
             self.cascade_delta_log = nn.Parameter(
-                evenly_spaced(math.log(0.01), math.log(0.5), r).repeat(layers, 1)
+                torch.linspace(math.log(0.01), math.log(0.5), r).repeat(layers, 1)
             )
             no_weight_decay(self.cascade_k_log, self.cascade_gamma_log, self.cascade_delta_log)
         # Path B: automaton (selective scan over named species).

@@ -39,14 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dogma_evolve.phenotype.blocks.base import (
-    BlockConfig,
-    Carry,
-    Mixer,
-    evenly_spaced,
-    linear_params,
-    no_weight_decay,
-)
+from dogma_evolve.phenotype.blocks.base import BlockConfig, Carry, Mixer, linear_params, no_weight_decay
 
 
 @dataclass(frozen=True)
@@ -80,7 +73,7 @@ class EpigeneticMemory(Mixer[EpigeneticConfig]):
         d, m = cfg.d_model, cfg.slots
         self.gates = nn.Linear(d, 2 * m)  # read and write gates
         self.candidate = nn.Linear(d, m, bias=False)
-        self.persistence = nn.Parameter(evenly_spaced(0.0, 4.0, m))  # θ: λ = σ(θ)
+        self.persistence = nn.Parameter(torch.linspace(0.0, 4.0, m))  # θ: λ = σ(θ)
         self.out_proj = nn.Linear(m, d, bias=cfg.bias)
         no_weight_decay(self.persistence)
 

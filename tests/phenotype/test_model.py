@@ -231,7 +231,7 @@ def test_meta_decode_holds_after_linspace_was_swapped(monkeypatch):
     functions inside that window (an lru_cache), the real torch.linspace ignores
     `with torch.device(...)` for the rest of the process: a test process that had loaded an
     exported model first then decoded the DNA and epigenetic blocks with CPU parameters among
-    meta ones (the order-dependent failure above). The phenotype must not depend on it."""
+    meta ones (an order-dependent CI failure). `decode` must place the phenotype regardless."""
     constructors = torch.utils._device._device_constructors
     linspace = torch.linspace
 

@@ -90,6 +90,7 @@ def load(
     cfg = model_config()
     with torch.device(device or "cpu"):
         model = cfg.build()
+    model.to(device or "cpu")  # what a library's swapped factory function built elsewhere (`decode`)
     path = Path(weights) if weights is not None else PACKAGE_DIR / "model.safetensors"
     device_name = str(next(model.parameters()).device)
     missing, unexpected = load_model(model, str(path), strict=True, device=device_name)
