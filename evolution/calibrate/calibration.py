@@ -367,6 +367,7 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
     params: dict[float, list[int | None]] = {
         size: [plan.grown[(i, size)].params for i in range(len(plan.members))] for size in plan.text.sizes
     }
+    capped = {size: sum(map(plan.text.capped, ns)) for size, ns in params.items()}
     return out | _text_document(
         plan.text,
         plan.promote,
@@ -379,6 +380,7 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
         panel,
         resamples,
         params,
+        capped,
     )
 
 
@@ -426,7 +428,10 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
     if "text" not in key:
         return out
     text = TextTarget(
-        key["text"]["task"], tuple(key["text"]["sizes"]), float(key["text"]["tokens_per_param"])
+        key["text"]["task"],
+        tuple(key["text"]["sizes"]),
+        float(key["text"]["tokens_per_param"]),
+        key["text"].get("max_params"),
     )
     text_losses: dict[float, list[float | None]] = {size: [] for size in text.sizes}
     params: dict[float, list[int | None]] = {size: [] for size in text.sizes}
@@ -445,8 +450,20 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
             text_losses[size].append(None if rec is None else loss_of([(rec.status, rec.metrics)]))
     families = [str(e.get("family", "unknown")) for e in entries]
     ranked = losses if one_task else None
+    capped = {size: sum(map(text.capped, ns)) for size, ns in params.items()}
     return out | _text_document(
-        text, promote, qualities, ranked, ladder.steps, text_losses, over, families, panel, resamples, params
+        text,
+        promote,
+        qualities,
+        ranked,
+        ladder.steps,
+        text_losses,
+        over,
+        families,
+        panel,
+        resamples,
+        params,
+        capped,
     )
 
 
@@ -462,6 +479,7 @@ def _text_document(
     panel: list[dict[str, Any]],
     resamples: int,
     params: dict[float, list[int | None]],
+    capped: dict[float, int],
 ) -> dict[str, Any]:
     """The language target's part of a summary (``text_rows``); each panel entry gains its
     family and its held-out text loss per size."""
@@ -469,7 +487,17 @@ def _text_document(
         entry["family"] = families[i]
         entry["text"] = {label(size): text_losses[size][i] for size in text.sizes}
     rows = text_rows(
-        qualities, fitness_losses, full, text.sizes, text_losses, over, families, promote, resamples, params
+        qualities,
+        fitness_losses,
+        full,
+        text.sizes,
+        text_losses,
+        over,
+        families,
+        promote,
+        resamples,
+        params,
+        capped,
     )
     return {"text": text.key() | {"rows": rows}}
 

@@ -158,15 +158,39 @@ def text_lines(data: dict[str, Any]) -> list[str]:
                         f"{row['label']:>5} {entry['steps']:>7,} {by + ', N out':<16} {c['n']:>3} "
                         f"{_corr(c, 'spearman'):<22} {_corr(c, 'kendall'):<22} {_recall(c):<11}".rstrip()
                     )
+        same = row.get("same_members")
+        if same is not None:
+            first = same["first_label"]
+            for entry in same["at_first"]:
+                c = entry["quality"]
+                lines.append(
+                    f"{row['label']:>5} {entry['steps']:>7,} {'quality, at ' + first:<16} {c['n']:>3} "
+                    f"{_corr(c, 'spearman'):<22} {_corr(c, 'kendall'):<22} {_recall(c):<11}".rstrip()
+                )
+            c = same["first_size"]
+            lines.append(
+                f"{row['label']:>5} {'':>7} {first + ' text loss':<16} {c['n']:>3} "
+                f"{_corr(c, 'spearman'):<22} {_corr(c, 'kendall'):<22} {_recall(c):<11}".rstrip()
+            )
         loss = row["loss"]
+        capped = f", {row['capped']} above --against-max-params" if row.get("capped") else ""
         lines.append(
             f"{row['label']:>5} text loss over {loss['n']} members: min {_num(loss['min'], False)}, median "
-            f"{_num(loss['median'], False)}, max {_num(loss['max'], False)}; {row['over']} over the text"
+            f"{_num(loss['median'], False)}, max {_num(loss['max'], False)}; "
+            f"{row['over']} over the text{capped}"
         )
     if any(r.get("size_alone") for r in text["rows"]):
         lines.append(
             "parameters: how the members' non-embedding N alone ranks them (more parameters get more "
             "tokens); 'N out': against the loss with size taken out (residual of loss = a + b·ln N)"
+        )
+    same = next((r["same_members"] for r in text["rows"] if r.get("same_members")), None)
+    if same is not None:
+        first = same["first_label"]
+        lines.append(
+            f"'at {first}': the same fitness against the {first} text loss over the members trained at "
+            f"the larger size, like with like; '{first} text loss': how the {first} text loss itself "
+            "ranks them there"
         )
     lines.append(
         f"per family (first sequence mixer), at {data['steps']:,} steps: members, mean quality, mean text "

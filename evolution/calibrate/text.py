@@ -10,7 +10,11 @@ proportion) to the shape whose non-embedding parameters N are nearest ``size`` t
 (in log N). A size's point trains ``round(tokens_per_param · N / tokens_per_step)`` steps on
 the text's own batch and context; one whose tokens would pass over the training text more
 than ``MAX_EPOCHS`` times is not trained (its held-out loss would measure memorisation) and
-counts as over the text.
+counts as over the text. With ``max_params`` (``--against-max-params``, for a machine's time: a
+member's 4x costs about 16 times its 1x) a point above that many non-embedding parameters is not
+trained either and counts as capped; a size's rankings are over the members trained there, and
+each larger size also reports the smallest size's rankings on those same members, so what a
+cap leaves out cannot pass for a change with size.
 
 **The target** of a member at a size is its held-out loss there (nats per byte, lower is
 better). Each fitness the calibration measures (the quality at every rung and at the long
@@ -52,9 +56,15 @@ class TextTarget:
     task: str
     sizes: tuple[float, ...]
     tokens_per_param: float
+    max_params: int | None = None  # no training above this non-embedding N (None: no cap)
 
     def key(self) -> dict[str, Any]:
-        return {"task": self.task, "sizes": list(self.sizes), "tokens_per_param": self.tokens_per_param}
+        key = {"task": self.task, "sizes": list(self.sizes), "tokens_per_param": self.tokens_per_param}
+        return key | ({"max_params": self.max_params} if self.max_params is not None else {})
+
+    def capped(self, params: int | None) -> bool:
+        """Whether a point of ``params`` non-embedding parameters is above the cap."""
+        return self.max_params is not None and params is not None and params > self.max_params
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,9 @@ def label(size: float) -> str:
     return f"{size:g}x"
 
 
-def make_target(task: str, sizes: Sequence[float], tokens_per_param: float) -> TextTarget:
+def make_target(
+    task: str, sizes: Sequence[float], tokens_per_param: float, max_params: int | None = None
+) -> TextTarget:
     """The target, checked (``CalibrateError``, one line)."""
     if not sizes:
         raise CalibrateError("--sizes: no size given")
@@ -84,11 +96,13 @@ def make_target(task: str, sizes: Sequence[float], tokens_per_param: float) -> T
         raise CalibrateError(f"--sizes: {bad[0]:g} is no growth factor above 0 and at most {MAX_SIZE:g}")
     if not 0 < tokens_per_param <= 10_000:
         raise CalibrateError(f"--tokens-per-param {tokens_per_param:g}: above 0 and at most 10,000")
+    if max_params is not None and max_params < 1:
+        raise CalibrateError(f"--against-max-params {max_params}: at least 1 parameter")
     try:
         get_task(task)
     except (KeyError, ValueError) as e:
         raise CalibrateError(f"--against {task}: {' '.join(str(e).split())}") from None
-    return TextTarget(task, tuple(sorted(set(sizes))), float(tokens_per_param))
+    return TextTarget(task, tuple(sorted(set(sizes))), float(tokens_per_param), max_params)
 
 
 def non_embedding(genome: Genome) -> int:
@@ -126,8 +140,8 @@ def grow(genome: Genome, size: float, pinned: dict[str, Any], source: str) -> Ge
 
 def grow_panel(members: Sequence[Member], target: TextTarget) -> list[Grown]:
     """Every member at every size (pinned to the text task's vocabulary and context), in size
-    order then panel order, with its steps (None over the text: ``MAX_EPOCHS`` passes) and its
-    seed (``derive_seed("eval", id, task)``, a search's)."""
+    order then panel order, with its steps (None over the text, ``MAX_EPOCHS`` passes, or above
+    the target's cap) and its seed (``derive_seed("eval", id, task)``, a search's)."""
     task = get_task(target.task)
     pinned = {"vocab": task.vocab_size, "max_len": task.seq_len}
     per_step = task.train_batch_size * task.seq_len
@@ -138,7 +152,7 @@ def grow_panel(members: Sequence[Member], target: TextTarget) -> list[Grown]:
             genome = grow(m.genome, size, pinned, m.name)
             n = non_embedding(genome)
             steps = max(1, round(target.tokens_per_param * n / per_step))
-            if text and steps * per_step > MAX_EPOCHS * text:
+            if (text and steps * per_step > MAX_EPOCHS * text) or target.capped(n):
                 out.append(Grown(i, size, genome, n, None, 0))
                 continue
             out.append(Grown(i, size, genome, n, steps, derive_seed("eval", genome.id, target.task)))
@@ -204,6 +218,7 @@ def text_rows(
     promote: float,
     resamples: int = RESAMPLES,
     params: dict[float, list[int | None]] | None = None,
+    capped: dict[float, int] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per size: the held-out loss's distribution there, ``over`` (members over the
     text), and per fidelity of the calibration (rungs and target, ascending) the ranking of
@@ -211,8 +226,13 @@ def text_rows(
     held-out loss; ``families`` at the full fidelity. With ``params`` (each member's
     non-embedding N there): ``size_alone``, how N itself ranks the panel (the baseline a
     fitness must beat: more parameters get more tokens), and per fidelity ``*_given_size``,
-    the same rankings against the loss with size taken out (``size_residuals``)."""
+    the same rankings against the loss with size taken out (``size_residuals``). ``capped``:
+    members above the target's cap per size (counted in ``over`` and reported apart). Every
+    size after the first also ranks against the first size's loss **on its own members**
+    (``at_first``: per fidelity, the quality; ``first_size``: the first size's loss itself),
+    so a smaller panel at a larger size is compared with like."""
     rows = []
+    first = sizes[0] if sizes else None
     for size in sizes:
         target = scores(losses[size])
         ns = (params or {}).get(size)
@@ -234,6 +254,17 @@ def text_rows(
                     fitted = scores(fitness_losses[steps])
                     entry["loss_given_size"] = compare(fitted, residual, promote, resamples)
             by.append(entry)
+        same = None
+        if first is not None and size != first:
+            here = [None if v is None else w for v, w in zip(losses[size], losses[first], strict=True)]
+            same = {
+                "first_label": label(first),
+                "first_size": compare(scores(here), target, promote, resamples),
+                "at_first": [
+                    {"steps": steps, "quality": compare(qualities[steps], scores(here), promote, resamples)}
+                    for steps in sorted(qualities)
+                ],
+            }
         alone = None
         if ns:
             alone = compare([None if n is None else float(n) for n in ns], target, promote, resamples)
@@ -242,7 +273,9 @@ def text_rows(
                 "size": size,
                 "label": label(size),
                 "loss": distribution([v for v in losses[size] if v is not None], None),
-                "over": over.get(size, 0),
+                "over": over.get(size, 0) - (capped or {}).get(size, 0),
+                "capped": (capped or {}).get(size, 0),
+                "same_members": same,
                 "size_alone": alone,
                 "by_fidelity": by,
                 "families": family_rows(families, qualities[full], losses[size], resamples),

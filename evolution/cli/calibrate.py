@@ -115,6 +115,13 @@ def add_calibrate_command(sub: Any, common: argparse.ArgumentParser) -> None:
         default=DEFAULT_TOKENS_PER_PARAM,
         help=f"with --against: training tokens per non-embedding parameter ({DEFAULT_TOKENS_PER_PARAM:g})",
     )
+    cal.add_argument(
+        "--against-max-params",
+        type=int,
+        metavar="N",
+        help="with --against: train no member above N non-embedding parameters on the text (for a "
+        "machine's time; each larger size also reports the smallest size's rankings on the same members)",
+    )
     add_plugin_option(cal)
     add_training_options(cal, DEFAULT_TIMEOUT_S)
     cal.set_defaults(func=cmd_calibrate)
@@ -160,7 +167,7 @@ def plan_of(args: argparse.Namespace) -> Any:
         text = (
             None
             if args.against is None
-            else make_target(args.against, _sizes(args.sizes), args.tokens_per_param)
+            else make_target(args.against, _sizes(args.sizes), args.tokens_per_param, args.against_max_params)
         )
         runs = _run_ids(args.from_runs)
         extra = []
