@@ -107,6 +107,23 @@ def test_a_calibration_against_text_prices_resumes_stores_and_reports(tmp_path: 
     assert code == 0, err
     html = page.read_text()
     assert '<meta name="dogma-figures" content="2">' in html and "against bytelm_en at 2x" in html
+    # a cap at the largest 1x member: the 2x members above it are left out, nothing is retrained
+    cap = max(e["text"]["1x"]["params"] for e in run.config["panel"])
+    above = sum(e["text"]["2x"]["params"] > cap for e in run.config["panel"])
+    capped = ["--against-max-params", str(cap)]
+    code, out, err = evolve("calibrate", *TINY, *AGAINST, *capped, "--json", "--store", url)
+    assert code == 0, err
+    again = json.loads(out)
+    one, two = again["text"]["rows"]
+    assert again["trained"] == 0 and again["run_id"] != data["run_id"] and again["text"]["max_params"] == cap
+    assert (one["capped"], two["capped"], two["over"]) == (0, above, 0) and 0 < above
+    assert two["by_fidelity"][2]["quality"]["n"] == 4 - above
+    assert two["same_members"]["first_size"]["n"] == 4 - above
+    assert [e["quality"]["n"] for e in two["same_members"]["at_first"]] == [4 - above] * 3
+    with Store(url, create=False) as store:
+        assert stored_summary(store, again["run_id"])["text"] == again["text"]  # type: ignore[index]
+    code, out, _ = evolve("calibrate", *TINY, *AGAINST, *capped, "--store", url)
+    assert code == 0 and f"{above} above --against-max-params" in out and "quality, at 1x" in out
 
 
 def test_bad_text_options_are_one_line_before_anything_is_written(tmp_path: Path, pools: Pools) -> None:
@@ -116,6 +133,7 @@ def test_bad_text_options_are_one_line_before_anything_is_written(tmp_path: Path
         (["--against", "bytelm_en", "--sizes", "0"], "--sizes: 0"),
         (["--against", "bytelm_en", "--sizes", "x"], "--sizes 'x'"),
         (["--against", "bytelm_en", "--tokens-per-param", "-1"], "--tokens-per-param -1"),
+        (["--against", "bytelm_en", "--against-max-params", "0"], "--against-max-params 0"),
         (["--from-runs", "abc"], "no store at"),  # a run to read, in a store that is not there
     ):
         code, out, err = evolve("calibrate", *TINY, *argv, "--store", f"sqlite:///{db}")
@@ -159,6 +177,33 @@ def test_a_size_over_the_text_is_not_trained() -> None:
     assert all(g.steps is None for g in grown)  # 5000 tokens a parameter pass 6M bytes over 4 times
     plan = make_plan("mqar", 10, (5, 10), 20, 3, presets=1, max_params=100_000, text=grown_target())
     assert {p.size for p in plan.points} == {0.0, 1.0}
+
+
+def test_a_capped_size_is_not_trained_and_its_rankings_compare_like_with_like() -> None:
+    s = space()
+    members = make_panel(s, 1, 5, 0)
+    free = grow_panel(members, make_target("bytelm_en", (1.0, 4.0), 1.0))
+    cap = sorted(g.params for g in free if g.size == 4.0)[2]  # three of the six 4x members under it
+    target = make_target("bytelm_en", (1.0, 4.0), 1.0, cap)
+    assert (
+        target.key()["max_params"] == cap and "max_params" not in make_target("bytelm_en", (1.0,), 1.0).key()
+    )
+    grown = grow_panel(members, target)
+    assert [g.steps is None for g in grown] == [g.params > cap for g in free]
+    plan = make_plan("mqar", 10, (5, 10), 20, 5, presets=1, max_params=100_000, text=target)
+    assert sum(p.size == 4.0 for p in plan.points) == 3
+    for p in plan.points:  # the fitness ranks the 1x text perfectly; the 4x text reverses it
+        q = 0.1 * p.member
+        loss = (3.0 - q if p.size == 1.0 else 2.0 + q) if p.size else 1.0
+        p.settle("ok", {"quality": q + 0.001 * p.steps, "loss": loss}, "trained")
+    one, four = summary(plan, resamples=200)["text"]["rows"]
+    assert (one["capped"], four["capped"], four["over"]) == (0, 3, 0)
+    assert four["by_fidelity"][1]["quality"]["spearman"] == pytest.approx(-1.0)
+    same = four["same_members"]
+    assert same["first_label"] == "1x" and one["same_members"] is None
+    assert [e["quality"]["n"] for e in same["at_first"]] == [3, 3, 3]  # the 4x members only, at 1x
+    assert same["at_first"][1]["quality"]["spearman"] == pytest.approx(1.0)
+    assert same["first_size"]["spearman"] == pytest.approx(-1.0) and same["first_size"]["n"] == 3
 
 
 def grown_target():  # type: ignore[no-untyped-def]
