@@ -367,7 +367,6 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
     params: dict[float, list[int | None]] = {
         size: [plan.grown[(i, size)].params for i in range(len(plan.members))] for size in plan.text.sizes
     }
-    capped = {size: sum(map(plan.text.capped, ns)) for size, ns in params.items()}
     return out | _text_document(
         plan.text,
         plan.promote,
@@ -380,7 +379,6 @@ def summary(plan: Plan, resamples: int = RESAMPLES) -> dict[str, Any]:
         panel,
         resamples,
         params,
-        capped,
     )
 
 
@@ -450,20 +448,8 @@ def stored_summary(store: Store, run_id: str, resamples: int = RESAMPLES) -> dic
             text_losses[size].append(None if rec is None else loss_of([(rec.status, rec.metrics)]))
     families = [str(e.get("family", "unknown")) for e in entries]
     ranked = losses if one_task else None
-    capped = {size: sum(map(text.capped, ns)) for size, ns in params.items()}
     return out | _text_document(
-        text,
-        promote,
-        qualities,
-        ranked,
-        ladder.steps,
-        text_losses,
-        over,
-        families,
-        panel,
-        resamples,
-        params,
-        capped,
+        text, promote, qualities, ranked, ladder.steps, text_losses, over, families, panel, resamples, params
     )
 
 
@@ -479,10 +465,11 @@ def _text_document(
     panel: list[dict[str, Any]],
     resamples: int,
     params: dict[float, list[int | None]],
-    capped: dict[float, int],
 ) -> dict[str, Any]:
-    """The language target's part of a summary (``text_rows``); each panel entry gains its
-    family and its held-out text loss per size."""
+    """The language target's part of a summary (``text_rows``, with the members above the
+    target's cap counted per size); each panel entry gains its family and its held-out text
+    loss per size."""
+    capped = {size: sum(map(text.capped, ns)) for size, ns in params.items()}
     for i, entry in enumerate(panel):
         entry["family"] = families[i]
         entry["text"] = {label(size): text_losses[size][i] for size in text.sizes}
