@@ -48,7 +48,9 @@ Protocol (every number the table prints comes from this one script):
   no size under the budget is left out with a printed line (Jamba-style: 824k parameters
   at width 32 and one copy, over the 250k budget, as the genome code stands now).
 - **Seeds**: reported runs use seeds 0..n-1; `--tune` uses 1000.. (its own folder), where
-  settings (`--population`, `--steps`, ...) are chosen before any report seed is run.
+  settings (`--population`, `--steps`, ...) are chosen before any report seed is run;
+  `--first-seed K` runs seeds K..K+n-1 instead (a replication on fresh seeds, reported
+  alone: its own `--out`, so the table never mixes two seed sets).
 - **Resumable**: one SQLite store per (arm, seed) under `--out`; a finished run is
   skipped, an interrupted one resumed; re-trainings and baselines are kept in JSON files
   there; the table is recomputed from the stores on every invocation.
@@ -473,6 +475,12 @@ def main() -> None:
         "--retrain-points", type=int, default=4, help="FLOP levels whose incumbent is re-trained (4)"
     )
     parser.add_argument("--tune", action="store_true", help=f"seeds {TUNE_SEED0}.. in OUT/tune")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=None,
+        help=f"the runs' first seed (0; {TUNE_SEED0} with --tune): a replication on fresh seeds",
+    )
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/search_dogma"))
     args = parser.parse_args()
@@ -490,7 +498,9 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown arms {unknown}; known: {', '.join(ALL_ARMS)}")
     other = args.other_seeds if args.other_seeds is not None else min(5, args.seeds)
-    seed0 = TUNE_SEED0 if args.tune else 0
+    seed0 = args.first_seed if args.first_seed is not None else (TUNE_SEED0 if args.tune else 0)
+    if seed0 < 0:
+        parser.error(f"--first-seed must be 0 or more, got {seed0}")
     seeds = {a: list(range(seed0, seed0 + (args.seeds if a in MAIN_ARMS else other))) for a in arms}
     # seeds outermost: a benchmark cut short (and resumed later) stays paired
     jobs = [
