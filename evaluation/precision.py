@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .options import LEGACY_PRECISION, PRECISIONS
+
+if TYPE_CHECKING:  # torch is imported where it runs: reading a store (`evolve report`) needs none
+    import torch
 
 
 def resolve_precision(precision: str, device_type: str) -> str:
@@ -48,6 +49,8 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     ``device``'s type for ``bf16`` (``precision`` already resolved)."""
     if resolve_precision(precision, device.type) == "fp32":
         return contextlib.nullcontext()
+    import torch
+
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
@@ -58,6 +61,8 @@ def pool_precision(precision: str, pool: object | None) -> str:
     pool trains."""
     device_type = getattr(pool, "device_type", None)
     if not isinstance(device_type, str):
+        import torch
+
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
     return resolve_precision(precision, device_type)
 

@@ -42,7 +42,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 WEAK_TRANSFER = 0.3  # Spearman's ρ below this: the cheap ranking barely predicts the dear one
 MIN_PAIRS = 3  # fewer candidates: no correlation (two points always correlate ±1)
@@ -92,6 +91,8 @@ def rank_transfer(
     n = int(x.size)
     if n < MIN_PAIRS or _constant(x) or _constant(y):
         return RankTransfer(n)
+    from scipy import stats  # here, not at import: reading a stored table needs no scipy
+
     rho = _finite(spearman(x, y))
     kendall = _finite(stats.kendalltau(x, y).statistic)
     if n < MIN_INTERVAL_PAIRS:
@@ -146,6 +147,8 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
 def _spearman_rows(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """Spearman's ρ of each row pair (average ranks): Pearson's r of the ranks; NaN where
     a row is constant."""
+    from scipy import stats
+
     rx = stats.rankdata(xs, axis=1)
     ry = stats.rankdata(ys, axis=1)
     rx -= rx.mean(axis=1, keepdims=True)
@@ -163,6 +166,8 @@ def _kendall_rows(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     computes it."""
     rows, n = xs.shape
     if n > _KENDALL_VECTOR_MAX:
+        from scipy import stats
+
         out = np.empty(rows)
         with warnings.catch_warnings():  # a constant resample: NaN, left out by the caller
             warnings.simplefilter("ignore", stats.ConstantInputWarning)

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deap import tools
 
 from dogma_evolve.evaluation.budget import step_flops, steps_for_flops
 from dogma_evolve.evaluation.precision import precision_of
-from dogma_evolve.evaluation.tasks import Task, derive_seed, task_facts
+from dogma_evolve.evaluation.tasks import derive_seed
 from dogma_evolve.evolution.objectives import FAILED_COST, objective_value, quality_of
 from dogma_evolve.evolution.selection import quality_key, single_objective
 from dogma_evolve.evolution.spaces.contract import Genotype, SearchSpace
@@ -36,6 +36,9 @@ from dogma_evolve.evolution.strategies import below_floor
 from dogma_evolve.evolution.types import Candidate
 from dogma_evolve.store import Store
 from dogma_evolve.store.keys import EvalKey
+
+if TYPE_CHECKING:
+    from dogma_evolve.evaluation.tasks import Task
 
 FAILED_QUALITY = -1e3  # below any score: a normalised accuracy under chance is negative
 FILTERED = "filtered"  # the status of a child the pre-filter stopped (store.EVALUATION_STATUSES)
@@ -92,6 +95,8 @@ def stored_result(rows: Sequence[Any]) -> tuple[str | None, dict[str, Any], int 
 def budget_task(budget: str, task: str, task_code: Mapping[str, Mapping[str, Any]] | None) -> Task | None:
     """The task a flops budget scales each candidate's steps by (the run's first ``task``,
     its contract values from ``task_code`` when recorded); None under a steps budget."""
+    from dogma_evolve.evaluation.tasks import task_facts  # every built-in task's code: torch
+
     return task_facts(task, task_code) if budget == "flops" else None
 
 

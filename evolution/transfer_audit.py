@@ -27,7 +27,7 @@ from typing import Any
 
 from dogma_evolve.evaluation.transfer import WEAK_TRANSFER, is_weak, rank_transfer
 from dogma_evolve.evolution.config import RunConfig
-from dogma_evolve.evolution.evaluating import quality_of
+from dogma_evolve.evolution.objectives import quality_of
 from dogma_evolve.evolution.spaces.contract import SearchSpace
 from dogma_evolve.store import IndividualRecord, Store, TransferIn
 

@@ -5,109 +5,55 @@
 an entry point of ``dogma_evolve.tasks``) is imported by ``get_task`` too, and pinned
 (canonical text, fingerprint of its code, record) by ``pin_tasks``; ``task_facts`` gives a
 recorded one without importing it (`evaluation.tasks.imported`).
+
+Names are imported on first use (PEP 562, `evaluation.lazy`): the contract and the seeds
+(``Task``, ``derive_seed``: `base`) load no torch, so a reader of a store (`evolve report`) that
+derives a seed does not load a task's code; ``TASKS`` and the functions of `registry` load every
+built-in task.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from collections.abc import Mapping
-from typing import Any
+from dogma_evolve.evaluation.lazy import install
 
-from .base import IGNORE_INDEX, Task, derive_seed
-from .bytelm import ByteLM
-from .compression import Compression
-from .copying import SelectiveCopying
-from .imported import ENTRY_POINT_GROUP, RecordedTask, TaskCodeError
-from .memorization import Memorization
-from .mqar import MQAR
-from .recall import FuzzyRecall, InContextRecall, NoisyRecall
-from .suite import Suite
-from .text import EnglishText
+if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr__
+    from .base import IGNORE_INDEX, Task, derive_seed
+    from .bytelm import ByteLM
+    from .compression import Compression
+    from .copying import SelectiveCopying
+    from .imported import ENTRY_POINT_GROUP, RecordedTask, TaskCodeError
+    from .memorization import Memorization
+    from .mqar import MQAR
+    from .recall import FuzzyRecall, InContextRecall, NoisyRecall
+    from .registry import TASKS, VARIANTS, get_task, is_builtin, pin_tasks, task_facts
+    from .suite import Suite
+    from .text import EnglishText
 
-TASKS: dict[str, type[Task]] = {
-    cls.name: cls
-    for cls in (
-        MQAR,
-        InContextRecall,
-        NoisyRecall,
-        FuzzyRecall,
-        SelectiveCopying,
-        Memorization,
-        Compression,
-        ByteLM,
-        EnglishText,
-        Suite,
-    )
+_PUBLIC = {
+    "ByteLM": "dogma_evolve.evaluation.tasks.bytelm",
+    "Compression": "dogma_evolve.evaluation.tasks.compression",
+    "ENTRY_POINT_GROUP": "dogma_evolve.evaluation.tasks.imported",
+    "EnglishText": "dogma_evolve.evaluation.tasks.text",
+    "FuzzyRecall": "dogma_evolve.evaluation.tasks.recall",
+    "IGNORE_INDEX": "dogma_evolve.evaluation.tasks.base",
+    "InContextRecall": "dogma_evolve.evaluation.tasks.recall",
+    "MQAR": "dogma_evolve.evaluation.tasks.mqar",
+    "Memorization": "dogma_evolve.evaluation.tasks.memorization",
+    "NoisyRecall": "dogma_evolve.evaluation.tasks.recall",
+    "RecordedTask": "dogma_evolve.evaluation.tasks.imported",
+    "SelectiveCopying": "dogma_evolve.evaluation.tasks.copying",
+    "Suite": "dogma_evolve.evaluation.tasks.suite",
+    "TASKS": "dogma_evolve.evaluation.tasks.registry",
+    "Task": "dogma_evolve.evaluation.tasks.base",
+    "TaskCodeError": "dogma_evolve.evaluation.tasks.imported",
+    "VARIANTS": "dogma_evolve.evaluation.tasks.registry",
+    "derive_seed": "dogma_evolve.evaluation.tasks.base",
+    "get_task": "dogma_evolve.evaluation.tasks.registry",
+    "is_builtin": "dogma_evolve.evaluation.tasks.registry",
+    "pin_tasks": "dogma_evolve.evaluation.tasks.registry",
+    "task_facts": "dogma_evolve.evaluation.tasks.registry",
 }
-# Named variants: settings that deserve a name of their own on the command line.
-VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
-    # MQAR with a large vocabulary (Zoology's harder regime): 64 keys, 256 values, 8 pairs.
-    "mqar_large": ("mqar", {"num_keys": 64, "num_values": 256, "num_pairs": 8}),
-    # bytelm on real English text (the KJV and Wikipedia articles that pinned packages ship,
-    # split by document): the text scaling ladders default to (evaluation.tasks.corpus).
-    "bytelm_en": ("bytelm", {"corpus_name": "english"}),
-}
-
-
-def is_builtin(name: str) -> bool:
-    """Whether ``name`` names a built-in task (these win over a user's task of that name)."""
-    return name in TASKS or name in VARIANTS or name.startswith("bytelm:")
-
-
-def get_task(name: str, **overrides: object) -> Task:
-    """The task registered as ``name`` with ``overrides`` applied to its settings.
-
-    ``name`` may be a variant (``mqar_large``, ``bytelm_en``), ``bytelm:PATH`` (byte-level language
-    modelling on the file at PATH), or a user's task (``MODULE:CLASS[?settings][#pin]`` or
-    an entry-point name, `evaluation.tasks.imported`), which is imported. Raises
-    ``ValueError`` for an unknown task, an unknown setting or an invalid value
-    (``TaskCodeError``, one, for a user's code that cannot be imported or was changed).
-    """
-    if name.startswith("bytelm:"):
-        name, overrides = "bytelm", {"path": name.removeprefix("bytelm:"), **overrides}
-    if name in VARIANTS:
-        name, defaults = VARIANTS[name]
-        overrides = {**defaults, **overrides}
-    if name not in TASKS:
-        from . import imported
-
-        return imported.load(name, overrides)[0]
-    cls = TASKS[name]
-    try:
-        return cls(**overrides)
-    except TypeError as error:
-        raise ValueError(f"bad settings for task {name!r}: {error}") from None
-
-
-def pin_tasks(
-    text: str, recorded: Mapping[str, Mapping[str, Any]] | None = None
-) -> tuple[str, dict[str, dict[str, Any]]]:
-    """A comma list of tasks with each user task pinned: (the list with each one's canonical
-    text, {canonical text: record}). Built-in names and tasks already in ``recorded`` (by
-    their canonical text) are kept as they are, without importing anything; any other user
-    task is imported and checked (`imported.pin`), one-line ``ValueError`` otherwise."""
-    from . import imported
-
-    names, records = [], {}
-    for name in (t.strip() for t in text.split(",")):
-        if not name or is_builtin(name):
-            names.append(name)
-        elif recorded and name in recorded:
-            names.append(name)
-            records[name] = dict(recorded[name])
-        else:
-            canonical, record = imported.pin(name)
-            names.append(canonical)
-            records[canonical] = record
-    return ",".join(n for n in names if n), records
-
-
-def task_facts(name: str, recorded: Mapping[str, Mapping[str, Any]] | None = None) -> Task:
-    """The task ``name`` for its contract values (vocabulary, length, chance, batch size):
-    a ``RecordedTask`` when ``recorded`` holds it (nothing imported), else ``get_task``."""
-    if recorded and name in recorded:
-        return RecordedTask(name, recorded[name])
-    return get_task(name)
-
+__getattr__ = install(__name__, _PUBLIC)
 
 __all__ = [
     "ENTRY_POINT_GROUP",

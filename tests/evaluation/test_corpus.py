@@ -11,6 +11,8 @@ from dogma_evolve.evaluation.reference_models import TinyAttentionLM
 from dogma_evolve.evaluation.tasks.corpus import (
     BIBLE,
     HELD_OUT_FRACTION,
+    HELD_OUT_MIN_BYTES,
+    TOTAL_BYTES,
     WIKIPEDIA,
     bible_documents,
     english_sources,
@@ -29,6 +31,9 @@ def test_both_sources_are_real_english_prose_of_the_expected_size():
     assert 3.9e6 < len(bible.train) + len(bible.held_out) < 4.4e6
     assert 2.5e6 < len(wiki.train) + len(wiki.held_out) < 3.5e6
     assert bible.train_documents + bible.held_out_documents == 1189  # the KJV's chapters
+    # the sizes `bytelm` checks a task's settings against without reading the text
+    assert HELD_OUT_MIN_BYTES == min(len(bible.held_out), len(wiki.held_out))
+    assert TOTAL_BYTES == sum(len(s.train) + len(s.held_out) for s in (bible, wiki))
     prose = (wiki.train + wiki.held_out).decode()
     for markup in ("{{", "}}", "[[", "]]", "<ref", "&quot;", "'''"):
         assert markup not in prose

@@ -67,3 +67,16 @@ def test_its_settings_name_the_english_corpus_and_the_suite_s_batch(text):
         get_task("text", corpus_name="pydoc")
     bytelm = get_task("bytelm_en")  # the accuracy-scored variant stays as it was
     assert bytelm.train_batch_size == 32 and bytelm.name == "bytelm"
+
+
+def test_its_settings_are_checked_without_reading_the_text():
+    """A stored run's config names `text` (every `evolve report` builds it): the pinned
+    corpus's sizes (`corpus.HELD_OUT_MIN_BYTES`, `TOTAL_BYTES`) check the settings, the 7 MB
+    are read and stripped where a model trains or a loss is scored."""
+    english_sources.cache_clear()
+    task = get_task("text")
+    assert english_sources.cache_info().currsize == 0
+    with pytest.raises(ValueError, match="too short for windows of 300000"):
+        get_task("text", seq_len=300_000)
+    assert english_sources.cache_info().currsize == 0
+    assert task.unigram_loss > 0 and english_sources.cache_info().currsize == 1  # read on first use

@@ -58,7 +58,16 @@ def test_the_torch_free_names_come_without_torch_or_scipy() -> None:
         "from dogma_evolve.evaluation.scaling import LadderError, min_boot\n"
         "from dogma_evolve.evolution.config import RunConfig\n"
         "from dogma_evolve.evolution.objectives import OBJECTIVES, quality_of\n"
-        "from dogma_evolve.evolution.strategies import STRATEGIES"
+        "from dogma_evolve.evolution.strategies import STRATEGIES\n"
+        # what reading a stored run passes through (`evolve report` loads torch only where it
+        # builds a task's contract values or accounts a genome)
+        "from dogma_evolve.evaluation.tasks import IGNORE_INDEX, Task, derive_seed\n"
+        "from dogma_evolve.evaluation.precision import pool_precision, precision_of\n"
+        "from dogma_evolve.evaluation.transfer import rank_transfer\n"
+        "from dogma_evolve.evolution.rules import seeds_of, stored_result\n"
+        "from dogma_evolve.evolution.transfer_audit import run_transfer\n"
+        "from dogma_evolve.evolution.scale.ladder_report import ladder_summary\n"
+        "from dogma_evolve.evolution.study.stored_run import StoredRun"
     )
     loaded = loaded_after(code)
     assert not any(loaded.values()), loaded
@@ -66,9 +75,10 @@ def test_the_torch_free_names_come_without_torch_or_scipy() -> None:
 
 def test_every_public_name_of_the_lazy_packages_resolves() -> None:
     from dogma_evolve import evaluation, evolution
-    from dogma_evolve.evaluation import scaling
+    from dogma_evolve.evaluation import scaling, tasks
+    from dogma_evolve.evolution import study
 
-    for package in (evaluation, scaling, evolution):
+    for package in (evaluation, scaling, evolution, tasks, study):
         assert sorted(package.__all__) == sorted(package._PUBLIC), package.__name__
         for name in package.__all__:
             value = getattr(package, name)
