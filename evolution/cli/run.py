@@ -38,7 +38,6 @@ from dogma_evolve.evolution.cli.tasks import (
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.objectives import quality_of, seeds_text
-from dogma_evolve.evolution.selection import pareto_front
 
 if TYPE_CHECKING:
     from dogma_evolve.store import Store
@@ -72,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_transfer_summary,
     )
     from dogma_evolve.evolution.study import create_search, load_search
-    from dogma_evolve.evolution.study.running import RESUME_OVERRIDES, invocation_candidates
+    from dogma_evolve.evolution.study.running import RESUME_OVERRIDES
     from dogma_evolve.store.liveness import RunHeld
     from dogma_evolve.store.outage import StoreFull
 
@@ -107,6 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     search.on_event = checked
     if progress.enabled:
         search.on_ladder_point = ladder_point_printer(progress.console, progress.t0)
+    evaluated_before = search.run.evaluated  # what this invocation adds: `invocation_evaluated`
     interrupted = False
     failure: EnvironmentFailure | None = None
     full: StoreFull | None = None
@@ -136,37 +136,36 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _interrupted(store, search.run_id)
     engine = search.engine
     assert engine is not None  # optimize ran it
+    run_id = search.run_id
     if args.report:  # the final state (the run's status and stop reason too)
         from dogma_evolve.evolution.report.html import write_report  # plotly (and torch): only --report draws
 
-        write_report(store, engine.run_id, args.report)
-    seen = invocation_candidates(engine, search.population)
-    front = pareto_front(seen, floor=engine.config.quality_floor)
-    run = search.run
-    # the one rule `report`, `export --best` and `Search.best_individual` use (`StoredRun.best`),
-    # on the run this search opened once
-    best_summary = record_summary(best_individual(store, engine.run_id, search.stored), engine.space)
-    selected_by = "ladder" if ladder_choice(store, engine.run_id) is not None else "search"
+        write_report(store, run_id, args.report)
+    # Everything but `invocation_*` and `wall_seconds` is the stored run's, read by the rules every
+    # reader shares (`StoredRun.best`/`front`: `report`, `export --best`, `Search.best_individual`/
+    # `pareto_front`, the HTML page), so a resumed run prints what the uninterrupted one does.
+    stored, run = search.stored, search.run
     result = {
-        "run_id": engine.run_id,
-        "best": best_summary,
-        "selected_by": selected_by,
-        "pareto": [individual_summary(i) for i in front],
-        "generations": len(engine.reports),  # the generations this invocation ran
+        "run_id": run_id,
+        "best": record_summary(best_individual(store, run_id, stored), stored.space),
+        "selected_by": "ladder" if ladder_choice(store, run_id) is not None else "search",
+        "pareto": [individual_summary(i) for i in stored.front()],
         "last_generation": run.last_generation,
-        "stop_reason": engine.stop_reason,
+        "stop_reason": run.stop_reason,
         "evaluated": run.evaluated,
+        "invocation_generations": len(engine.reports),  # this command's share of the run
+        "invocation_evaluated": run.evaluated - evaluated_before,
         "wall_seconds": round(progress.elapsed(), 1),
-        **run_transfer_summary(store, engine),
+        **run_transfer_summary(stored),
     }
-    if engine.config.ladder:
+    if stored.config.ladder:
         from dogma_evolve.evolution.scale.ladder_report import ladder_summary  # torch
 
-        result.update(ladder_summary(store, engine.run_id))
+        result.update(ladder_summary(store, run_id))
     if args.json:
         emit_json(result)
     else:
-        _print_run_summary(result, front)
+        _print_run_summary(result)
     return 0
 
 
@@ -181,18 +180,19 @@ def _interrupted(store: Store, run_id: str) -> int:
     return EXIT_INTERRUPTED
 
 
-def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
+def _print_run_summary(result: dict[str, Any]) -> None:
+    """The run's front and best as `--json` gives them (`result`), then this invocation's share."""
     console = out()
     table = Table(title=f"Pareto front of run {result['run_id']} (quality ↑, parameters ↓)")
     for col in ("id", "genome", "quality", "params", "sequence"):
         table.add_column(col, overflow="fold")
-    for ind in front:
+    for ind in result["pareto"]:
         table.add_row(
-            str(ind.id),
-            ind.genome.id[:12],
-            f"{quality_of(ind.metrics):.3f}",
-            f"{int(ind.metrics.get('params', 0)):,}",
-            Text(ind.genome.sequence_view()),
+            str(ind["id"]),
+            ind["genome_id"][:12],
+            f"{quality_of(ind['metrics']):.3f}",
+            f"{int(ind['metrics'].get('params', 0)):,}",
+            Text(ind["sequence"]),
         )
     console.print(table)
     best = result["best"]
@@ -200,12 +200,16 @@ def _print_run_summary(result: dict[str, Any], front: list[Any]) -> None:
     console.print(
         f"best{chosen}: individual {best['id']} ({best['genome_id'][:12]}), quality "
         f"{quality_of(best['metrics']):.3f}{seeds_text(best['metrics'])}, "
-        f"{int(best['metrics'].get('params', 0)):,} "
-        f"parameters; {result['evaluated']} evaluations in {result['wall_seconds']} s"
+        f"{int(best['metrics'].get('params', 0)):,} parameters"
     )
     per_task = best["metrics"].get("per_task") or {}
     if per_task:
         console.print("  per task: " + ", ".join(f"{t} {v:.3f}" for t, v in per_task.items()))
+    console.print(
+        f"run: {result['evaluated']} evaluations, generations 0..{result['last_generation']}; this "
+        f"invocation: {result['invocation_generations']} generations, {result['invocation_evaluated']} "
+        f"evaluations in {result['wall_seconds']} s"
+    )
     if result.get("stop_reason"):
         console.print(f"stopped: {result['stop_reason']}")
     if result.get("transfer_warning"):

@@ -11,6 +11,7 @@ from dogma_evolve.evaluation.environment import ENVIRONMENT_MARK, is_environment
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.scale.ladder_report import individual_ladder, ladder_lines, ladder_summary
 from dogma_evolve.evolution.transfer_audit import (
+    TransferAudit,
     correlation_text,
     ranked_text,
     run_transfer,
@@ -24,13 +25,14 @@ FILTERED = "filtered"  # the evaluation status of a birth the pre-filter stopped
 
 
 def individual_summary(ind: Any) -> dict[str, Any]:
-    """id, genome_id and metrics of an in-memory individual (dogma_evolve.evolution.types.Candidate)."""
+    """id, genome_id, metrics, status and sequence of a stored run's individual (an
+    `evolution.study.Individual`, as `StoredRun.front` gives them): `evolve run`'s front."""
     return {
         "id": ind.id,
-        "genome_id": ind.genome.id,
+        "genome_id": ind.genome_id,
         "metrics": dict(ind.metrics),
         "status": ind.status,
-        "sequence": ind.genome.sequence_view(),
+        "sequence": ind.sequence,
     }
 
 
@@ -418,12 +420,13 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     }
 
 
-def run_transfer_summary(store: Store, engine: Any) -> dict[str, Any]:
-    """What `evolve run` adds to its summary: `transfer` (the run's latest fidelity
-    transfer row, None for a single-fidelity run) and `transfer_warning`."""
-    if engine.transfer is None:
+def run_transfer_summary(stored: Any) -> dict[str, Any]:
+    """What `evolve run` adds to its summary, read from the stored run (a `StoredRun`):
+    `transfer` (the run's latest fidelity transfer row, None for a single-fidelity run) and
+    `transfer_warning`."""
+    if TransferAudit.of(stored.config, stored.space) is None:  # a single-fidelity run
         return {"transfer": None, "transfer_warning": None}
-    rows = run_transfer(store, engine.run_id, engine.config, engine.space)
+    rows = run_transfer(stored.store, stored.run_id, stored.config, stored.space)
     return {"transfer": rows[-1] if rows else None, "transfer_warning": transfer_warning(rows)}
 
 

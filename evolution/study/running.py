@@ -137,13 +137,6 @@ def drive(engine: Engine, store: Store, on_point: Any = None) -> list[Any]:
     return population
 
 
-def invocation_candidates(engine: Engine, population: list[Any]) -> list[Any]:
-    """The final population and every child this engine evaluated in full: aging and local
-    search let their best members die, so `evolve run` draws its best and front from these."""
-    kept = {id(c) for c in population}
-    return population + [c for _, c in engine.history if c.record.final and id(c) not in kept]
-
-
 __all__ = [
     "RESUME_OVERRIDES",
     "STOPPED",
@@ -152,7 +145,6 @@ __all__ = [
     "Stopped",
     "drive",
     "events",
-    "invocation_candidates",
     "pool_for",
     "stopping",
 ]
