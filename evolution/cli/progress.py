@@ -16,7 +16,8 @@ from dogma_evolve.evolution.objectives import quality_of
 
 
 class RunProgress:
-    """One bar per generation: evaluations done / to do, best accuracy so far."""
+    """One bar per generation: evaluations done / to do, the run's best quality so far and its
+    failed evaluations (`start` takes what a resumed run had stored: `prior`)."""
 
     def __init__(self, enabled: bool = True):
         self.console = Console(stderr=True, highlight=False)
@@ -47,7 +48,10 @@ class RunProgress:
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
-    def start(self, run_id: str, config: Any) -> None:
+    def start(self, run_id: str, config: Any, prior: tuple[float, int] = (0.0, 0)) -> None:
+        """``prior``: the best quality and the failures of the run's evaluations before this
+        invocation (`prior_results`), so a resumed run's display goes on as the uninterrupted one's."""
+        self.best, self.failed = prior
         generations = config.offspring_generations
         self.generations = "?" if generations == float("inf") else int(generations)
         if self.enabled:
@@ -89,6 +93,17 @@ class RunProgress:
                     f"generation {data['generation']}: {report.evaluated} evaluated"
                     f", {note}, {self.elapsed():.0f}s"
                 )
+
+
+def prior_results(rows: list[dict[str, Any]], joint_task: str | None = None) -> tuple[float, int]:
+    """The best quality and the number of failures among a run's stored evaluation rows
+    (`Search.evaluations()`) that the display counts as it runs: the trainings' results (not a
+    copied cache hit, a row never trained, `filtered` by the pre-filter or an `invalid`
+    violator, nor a run of several tasks' row on ``joint_task``, their mean)."""
+    skipped = ("filtered", "invalid")
+    real = [r for r in rows if not r["cached"] and r["status"] not in skipped and r["task"] != joint_task]
+    best = max((quality_of(r["metrics"]) for r in real if r["status"] == "ok"), default=0.0)
+    return best, sum(r["status"] != "ok" for r in real)
 
 
 def ladder_point_printer(err: Console, started: float) -> Callable[[Any, Any, int, int], None]:

@@ -28,7 +28,7 @@ from rich.text import Text
 from dogma_evolve.evolution.cli.interrupt import CtrlC
 from dogma_evolve.evolution.cli.options import cli_fields, switch
 from dogma_evolve.evolution.cli.output import EXIT_USAGE, emit_json, err, out
-from dogma_evolve.evolution.cli.progress import RunProgress, ladder_point_printer
+from dogma_evolve.evolution.cli.progress import RunProgress, ladder_point_printer, prior_results
 from dogma_evolve.evolution.cli.tasks import (
     import_stored_plugins,
     import_stored_tasks,
@@ -111,7 +111,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     failure: EnvironmentFailure | None = None
     full: StoreFull | None = None
     with progress, ctrl_c:
-        progress.start(search.run_id, search.config)  # the run's, read once (`StoredRun`)
+        # the run's config, read once (`StoredRun`); resumed, what its display showed so far
+        joint = search.config.task if len(search.config.tasks) > 1 else None
+        prior = prior_results(search.evaluations(), joint) if args.resume else (0.0, 0)
+        progress.start(search.run_id, search.config, prior)
         try:
             search.optimize()
         except RunHeld as e:  # another evolve run drives it now

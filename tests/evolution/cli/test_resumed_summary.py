@@ -1,6 +1,7 @@
 """`evolve run`'s summary is the stored run's: after `--resume` it names the front and the
 best the uninterrupted run names, and the ones every reader (`load_search(...).pareto_front`,
-`best_individual`, `evolve report`) gives.
+`best_individual`, `evolve report`) gives; its progress display goes on from what the run
+had stored.
 
 A seeded NAS-Bench-201 run (table look-ups in this process: no training, no Ray) is stopped
 right after its second committed generation, by Ctrl-C (SIGINT in this process) or by
@@ -20,6 +21,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,8 @@ def killed(self, kind, data):
 progress.RunProgress.on_event = killed
 sys.exit(main(sys.argv[1:]))
 """
+Shown = tuple[float, int]  # what the progress display shows: best quality, failures
+Reference = tuple[dict[str, Any], Shown]  # the uninterrupted run's summary, its display at the end
 
 
 def evolve(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -57,80 +61,104 @@ def evolve(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
+@contextlib.contextmanager
+def displays() -> Iterator[list[Shown]]:
+    """What the progress display of each `evolve run` inside shows (`RunProgress.best`,
+    `failed`) at its first generation, before any result, and when it closes."""
+    shown: list[Shown] = []
+    on_event, close = progress.RunProgress.on_event, progress.RunProgress.__exit__
+    started: set[int] = set()
+
+    def first(self: progress.RunProgress, kind: str, data: dict[str, Any]) -> None:
+        if kind == "generation" and id(self) not in started:
+            started.add(id(self))
+            shown.append((self.best, self.failed))
+        on_event(self, kind, data)
+
+    def closing(self: progress.RunProgress, *exc: Any) -> None:
+        shown.append((self.best, self.failed))
+        close(self, *exc)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(progress.RunProgress, "on_event", first)
+        patch.setattr(progress.RunProgress, "__exit__", closing)
+        yield shown
+
+
 def front_of(result: dict[str, Any]) -> list[str]:
     return [p["genome_id"] for p in result["pareto"]]
 
 
-def readers(url: str, capsys: pytest.CaptureFixture[str]) -> tuple[list[tuple[int, str]], int]:
-    """The run's front ((id, genome id), best first) as `load_search` reads it, and its best
-    individual's id, checked to be `evolve report`'s."""
+def assert_the_runs(result: dict[str, Any], url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``result`` (`--json`) names the stored run's front and best as `load_search` reads
+    them (the best is `evolve report`'s too)."""
     search = load_search(url)
     try:
         front = [(i.id, i.genome_id) for i in search.pareto_front]
         best = search.best_individual.id
     finally:
         search.close()
-    code, out = evolve(capsys, "report", "--json", "--store", url)
-    assert code == 0 and json.loads(out)["best"]["id"] == best
-    return front, best
-
-
-def assert_the_runs(result: dict[str, Any], url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """``result`` (`--json`) names the stored run's front and best."""
-    front, best = readers(url, capsys)
     assert [(p["id"], p["genome_id"]) for p in result["pareto"]] == front
     assert result["best"]["id"] == best
+    code, out = evolve(capsys, "report", "--json", "--store", url)
+    assert code == 0 and json.loads(out)["best"]["id"] == best
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
-    """The same run, never stopped: its store's URL and its `--json` summary."""
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any], list[Shown]]:
+    """The same run, never stopped: its store's URL, its `--json` summary, its display."""
     url = f"sqlite:///{tmp_path_factory.mktemp('whole') / 'evolve.db'}"
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with contextlib.redirect_stdout(printed), displays() as shown:
         assert main(["run", *RUN_ARGS, "--json", "--store", url]) == 0
-    return url, json.loads(printed.getvalue())
+    return url, json.loads(printed.getvalue()), shown
 
 
 @pytest.fixture
 def reference(
-    uninterrupted: tuple[str, dict[str, Any]], capsys: pytest.CaptureFixture[str]
-) -> dict[str, Any]:
-    """The uninterrupted run's summary, checked against its readers."""
-    url, result = uninterrupted
+    uninterrupted: tuple[str, dict[str, Any], list[Shown]], capsys: pytest.CaptureFixture[str]
+) -> Reference:
+    """The uninterrupted run's summary, checked against its readers, and what its display
+    showed at the end."""
+    url, result, shown = uninterrupted
     assert result["invocation_generations"] == result["last_generation"] + 1
     assert result["invocation_evaluated"] == result["evaluated"]
     assert_the_runs(result, url, capsys)
-    return result
+    started, ended = shown
+    assert started == (0.0, 0) and ended[0] > 0
+    return result, ended
 
 
 def resumed_like_the_uninterrupted(
-    url: str, reference: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    url: str, reference: Reference, capsys: pytest.CaptureFixture[str]
 ) -> dict[str, Any]:
     """Resume the run of ``url`` (stopped after generation STOP_AFTER): its summary names the
-    uninterrupted run's front and best, and its own store's."""
+    uninterrupted run's front and best, and its own store's; its display starts from what the
+    run had stored and ends as the uninterrupted run's did."""
+    whole, whole_shown = reference
     search = load_search(url)
     run_id, last = search.run_id, search.run.last_generation
+    stored = [r for r in search.evaluations() if not r["cached"]]
     search.close()
     assert last == STOP_AFTER
-    code, out = evolve(capsys, "run", "--resume", run_id, "--json", "--quiet", "--store", url)
+    with displays() as shown:
+        code, out = evolve(capsys, "run", "--resume", run_id, "--json", "--quiet", "--store", url)
     result = json.loads(out)
-    assert code == 0 and result["last_generation"] == reference["last_generation"]
-    assert result["invocation_generations"] == reference["last_generation"] - STOP_AFTER
-    assert result["evaluated"] == reference["evaluated"] > result["invocation_evaluated"] > 0
+    assert code == 0 and result["last_generation"] == whole["last_generation"]
+    assert result["invocation_generations"] == whole["last_generation"] - STOP_AFTER
+    assert result["evaluated"] == whole["evaluated"] > result["invocation_evaluated"] > 0
     assert len(front_of(result)) >= 2  # a front worth comparing
-    assert front_of(result) == front_of(reference)
-    assert result["best"]["genome_id"] == reference["best"]["genome_id"]
-    assert result["stop_reason"] == reference["stop_reason"]
+    assert front_of(result) == front_of(whole)
+    assert result["best"]["genome_id"] == whole["best"]["genome_id"]
+    assert result["stop_reason"] == whole["stop_reason"]
     assert_the_runs(result, url, capsys)
+    best_so_far = max(r["quality"] for r in stored if r["status"] == "ok")
+    assert shown == [(best_so_far, sum(r["status"] != "ok" for r in stored)), whole_shown]
     return result
 
 
 def test_a_run_resumed_after_ctrl_c_prints_the_uninterrupted_runs_front_and_best(
-    tmp_path: Path,
-    reference: dict[str, Any],
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, reference: Reference, capsys: pytest.CaptureFixture[str]
 ) -> None:
     on_event = progress.RunProgress.on_event
 
@@ -142,7 +170,7 @@ def test_a_run_resumed_after_ctrl_c_prints_the_uninterrupted_runs_front_and_best
                 pass
 
     url = f"sqlite:///{tmp_path / 'evolve.db'}"
-    with monkeypatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:
         patch.setattr(progress.RunProgress, "on_event", ctrl_c)
         code, out = evolve(capsys, "run", *RUN_ARGS, "--json", "--store", url)
     assert code == EXIT_INTERRUPTED and out == ""
@@ -150,7 +178,7 @@ def test_a_run_resumed_after_ctrl_c_prints_the_uninterrupted_runs_front_and_best
 
 
 def test_a_run_resumed_after_sigkill_prints_the_uninterrupted_runs_front_and_best(
-    tmp_path: Path, reference: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, reference: Reference, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmp_path / 'evolve.db'}"
     killed = subprocess.run(
