@@ -3,7 +3,7 @@
 A tiny run (population 4, 2 generations) is audited back to its seeds and exported; the
 export is loaded in a subprocess where none of our packages can be imported. A second run
 with the same seed is killed with SIGKILL after a committed generation and resumed: nothing
-is lost, nothing doubled, and it ends with the uninterrupted run's population.
+is lost, nothing doubled, and it ends with the uninterrupted run's population, front and best.
 
 The runs train each candidate under one seed (`--confirm 1`): confirming the best under
 further seeds, and a resume after a SIGKILL reproducing it, are tests/evolution/test_confirm.py's
@@ -189,3 +189,6 @@ def test_sigkill_after_a_committed_generation_then_resume(finished_run, tmp_path
     )
     assert _rows(store, population) == _rows(reference_store, population)
     assert result["best"]["genome_id"] == reference["best"]["genome_id"]
+    # and prints its front: the stored run's, not the candidates the resuming invocation saw
+    front = [p["genome_id"] for p in result["pareto"]]
+    assert front == [p["genome_id"] for p in reference["pareto"]]
