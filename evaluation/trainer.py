@@ -384,6 +384,7 @@ def train_and_score(
         "train_loss": trained.train_loss,
         "train_tokens": trained.tokens,
         "train_tokens_per_s": trained.tokens_per_s,
+        "train_compute_seconds": trained.compute_seconds,
         "infer_latency_ms": scored.infer_latency_ms,
         "wall_seconds": time.perf_counter() - deadline.start,
         "steps": trained.steps,
