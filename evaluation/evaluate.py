@@ -20,7 +20,7 @@ from dogma_evolve.phenotype.weights import weights_bytes
 from .budget import learning_rate, training_flops
 from .environment import classify_environment, environment_reason
 from .errors import EvaluationTimeout, IncompatibleModel, MemoryBudgetExceeded, NonFiniteLoss
-from .memory import free_device_memory
+from .memory import PeakMemory, free_device_memory
 from .precision import resolve_precision
 from .result import EvalRequest, EvalResult, Status, one_line
 from .tasks import Task, TaskCodeError, get_task
@@ -134,7 +134,13 @@ def train_model(
     whose reason starts with ``ENVIRONMENT_MARK``, whatever status it would have had.
 
     ``request.precision`` is resolved for the device (``auto``: bf16 on CUDA, fp32
-    elsewhere) and recorded as ``metrics["precision"]``. However it ends, the candidate's
+    elsewhere) and recorded as ``metrics["precision"]``. From the moment the device is known
+    (before the model is built) to the end, the evaluation's peak memory is measured
+    (`memory.PeakMemory`) and recorded as ``peak_memory_bytes`` with ``peak_memory_kind``
+    (``rss``: the process's resident set on the CPU; ``cuda_allocated``: the CUDA
+    allocator's tensors) and ``peak_memory_scope`` (``evaluation``, or ``process`` where the
+    peak could not be reset and is the process's lifetime peak), a failed evaluation's
+    up to its failure. However it ends, the candidate's
     model, its activations and the exception that ended it are released and the CUDA
     allocator's cache emptied before this returns (``free_device_memory``), so a worker that
     ran out of GPU memory goes on to its next candidate with the memory back.
@@ -145,6 +151,7 @@ def train_model(
     built: object = None
     candidate: object = None
     trained: nn.Module | None = None
+    peak: PeakMemory | None = None
 
     def finish(
         status: Status, reason: str = "", error: BaseException | None = None
@@ -153,6 +160,8 @@ def train_model(
             environment = classify_environment(error)
             if environment is not None:
                 status, reason = "crash", environment
+        if peak is not None:  # up to the end, or to the failure
+            metrics.update(peak.metrics())
         return trained, EvalResult.for_request(
             request, status, reason, metrics, wall_seconds=time.perf_counter() - start
         )
@@ -182,6 +191,7 @@ def train_model(
         metrics["precision"] = precision
         batch_size = request.batch_size or task.train_batch_size
         torch.manual_seed(request.seed)  # initial weights follow the seed
+        peak = PeakMemory.start(device)  # this evaluation's peak from here (evaluation.memory)
 
         if build_model is None:
             build_model = build_from_genome
@@ -267,7 +277,7 @@ def train_model(
         free_device_memory(failed=trained is None)
 
 
-def compute_metrics(metrics: Mapping[str, Any], batch_size: int, seq_len: int) -> dict[str, int]:
+def compute_metrics(metrics: Mapping[str, Any], batch_size: int, seq_len: int) -> dict[str, int | float]:
     """The training compute of a finished evaluation, from its metrics.
 
     ``train_tokens`` = ``steps * batch_size * seq_len`` (what the trainer trained on);
@@ -275,14 +285,21 @@ def compute_metrics(metrics: Mapping[str, Any], batch_size: int, seq_len: int) -
     batch_size, seq_len)``, i.e. 3 x the forward FLOPs of those tokens (≈ 6·N·D plus the
     sequence mixer's term, see ``evaluation.budget``), rounded to an integer, only where the
     accountant gave ``flops_per_token`` (a custom builder without one records tokens
-    alone). A failed evaluation records neither: what it trained before it failed is not
-    counted.
+    alone); ``train_flops_per_s`` = ``train_flops / train_compute_seconds``, the FLOP/s the
+    training achieved over the trainer's forward, backward and update time (the time
+    ``train_tokens_per_s`` divides by too: not the batches' generation, the deadline's
+    checks or the scoring), where both are recorded and that time is above 0. A failed
+    evaluation records none of them: what it trained before it failed is not counted.
     """
     steps = int(metrics["steps"])
-    out = {"train_tokens": steps * batch_size * seq_len}
+    out: dict[str, int | float] = {"train_tokens": steps * batch_size * seq_len}
     flops_per_token = metrics.get("flops_per_token")
     if isinstance(flops_per_token, int) and not isinstance(flops_per_token, bool):
-        out["train_flops"] = round(training_flops(flops_per_token, steps, batch_size, seq_len))
+        flops = round(training_flops(flops_per_token, steps, batch_size, seq_len))
+        out["train_flops"] = flops
+        seconds = metrics.get("train_compute_seconds")
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+            out["train_flops_per_s"] = flops / seconds
     return out
 
 

@@ -4,8 +4,8 @@ and say whether the metrics match the stored ones; exit 1 on a mismatch.
 On CPU training is bit-exact given the same code, seed and torch thread count (a
 reduction split over more threads adds in another order), so the replay uses the thread
 count the worker recorded in the metrics (``torch_threads``, set by ``EvaluationPool``).
-Metrics that measure the machine rather than the model (timings, throughput, where it
-ran) are reported but not compared (`compared`); metrics only one side has (the driver added
+Metrics that measure the machine rather than the model (timings, throughput, peak
+memory, where it ran) are reported but not compared (`compared`); metrics only one side has (the driver added
 them after training, or this code records metrics the stored row's code did not) are listed.
 `replay_individual` does the work and returns the report, `cmd_replay` prints it.
 """
@@ -23,7 +23,7 @@ from dogma_evolve.evolution.errors import UsageError
 
 #: Measurements of the machine, not of the model: never expected to repeat.
 _NOT_COMPARED_PREFIXES = ("worker_",)
-_NOT_COMPARED_WORDS = ("seconds", "per_s", "latency", "cached_from", "torch_threads", "device")
+_NOT_COMPARED_WORDS = ("seconds", "per_s", "latency", "peak_memory", "cached_from", "torch_threads", "device")
 
 
 def compared(key: str) -> bool:

@@ -37,6 +37,7 @@ def stored(store: Path) -> dict[str, list[tuple]]:
     long they ran), members; ids and times left out."""
     volatile = {"worker_host", "worker_pid", "worker_node", "train_seconds", "wall_seconds"}
     volatile |= {"train_tokens_per_s", "infer_latency_ms", "eval_seconds", "tokens_per_s"}
+    volatile |= {"peak_memory_bytes"}
     with sqlite3.connect(store) as db:
         births = db.execute(
             "SELECT generation, slot, genome_id, operator FROM individuals ORDER BY generation, slot"
