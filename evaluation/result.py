@@ -50,7 +50,7 @@ class EvalRequest:
     batch_size: int | None = None  # None: the task's train_batch_size
     device: str | None = None  # None: CUDA when visible, else CPU
     return_weights: bool = False  # ship the trained weights back (safetensors bytes)
-    precision: str = "auto"  # auto | fp32 | bf16 (evaluation.precision); auto: bf16 on CUDA
+    precision: str = "auto"  # auto | fp32 | bf16 (evaluation.precision); auto: bf16 on CUDA, measured on CPU
     # a user's block kinds the genome may use, pinned MODULE#FINGERPRINT (`phenotype.plugins`):
     # the worker imports them before it decodes, refusing other code
     plugins: tuple[str, ...] = ()

@@ -258,7 +258,8 @@ class RunConfig:
     precision: str = field(
         default="auto",
         metadata=cli(
-            "arithmetic candidates train in: auto (bf16 mixed precision on CUDA, fp32 on CPU), "
+            "arithmetic candidates train in: auto (bf16 mixed precision on CUDA; on a CPU, bf16 "
+            "only where a measured probe finds this CPU's bf16 matrix units pay, else fp32), "
             "fp32 or bf16; a cached result is reused only from the same precision",
             choices=PRECISIONS,
         ),

@@ -99,7 +99,7 @@ class MoE(ChannelMixer[MoEConfig]):
             token, slot = (top_idx == e).nonzero(as_tuple=True)
             if token.numel():
                 y = expert(flat[token][None])[0] * top_p[token, slot, None]
-                out = out.index_add(0, token, y)
+                out = out.index_add(0, token, y.to(out.dtype))  # bf16 under autocast
         if self.shared is not None:
             out = out + self.shared(flat[None])[0]
         self.last_aux_loss = self.cfg.aux_weight * load_balancing_loss(probs, top_idx)

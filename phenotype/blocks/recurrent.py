@@ -61,8 +61,17 @@ class FusedRecurrence(Mixer[LSTMConfig]):
         self.out_proj = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: (B, T, D) -> (B, T, D)."""
-        return self.out_proj(self.rnn(x)[0])
+        """x: (B, T, D) -> (B, T, D). The recurrence runs with autocast off, in its weights'
+        dtype: its state accumulates in float32 under bfloat16 mixed precision, as the
+        scans' does (`kernels._dispatch.full_precision`), and oneDNN has no bfloat16 LSTM
+        on a CPU without bfloat16 units."""
+        device_type = x.device.type
+        if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
+            with torch.autocast(device_type, enabled=False):
+                h = self.rnn(x.to(self.rnn.weight_ih_l0.dtype))[0]
+        else:
+            h = self.rnn(x)[0]
+        return self.out_proj(h)
 
     def init_state(self, batch: int) -> Any:
         h = self.out_proj.weight.new_zeros(1, batch, self.cfg.hidden)

@@ -7,11 +7,13 @@ import pytest
 import torch
 
 from dogma_evolve.evaluation import EvalRequest, evaluate, get_task, score, train
+from dogma_evolve.evaluation import precision as precision_module
 from dogma_evolve.evaluation.precision import pool_precision, precision_of, resolve_precision
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.genome import Genome
 from dogma_evolve.kernels import gated_linear_recurrence, selective_scan, wkv
 from dogma_evolve.phenotype import decode
+from tests.phenotype.test_standalone import GENOMES as STANDALONE_GENOMES
 
 # one of each kind of work: a selective scan, a gated linear recurrence, attention, an MLP
 GENOME = """
@@ -115,7 +117,7 @@ def test_kernels_compute_in_fp32_under_bf16_autocast(op):
 
 def test_resolve_precision():
     assert resolve_precision("auto", "cuda") == "bf16"
-    assert resolve_precision("auto", "cpu") == "fp32"
+    assert resolve_precision("auto", "cpu") == precision_module.cpu_probe().choice
     assert resolve_precision("bf16", "cpu") == "bf16"
     assert resolve_precision("fp32", "cuda") == "fp32"
     with pytest.raises(ValueError, match="precision must be one of"):
@@ -250,4 +252,67 @@ def test_runs_reuse_only_results_of_their_own_precision(tmp_path):
         again_bf16 = run(store, "bf16")  # same genomes and keys, another precision: trained
         assert {r.genome_id for r in again_bf16} == {r.genome_id for r in first}
         assert {r.precision for r in again_bf16} == {"bf16"}
-        assert run(store, "auto") == []  # auto on a CPU pool is fp32: every key cached
+        # auto on a CPU pool is what the probe measured, fp32 or bf16: stored either way
+        assert run(store, "auto") == []
+
+
+@pytest.mark.parametrize("name", sorted(STANDALONE_GENOMES))
+def test_every_block_kind_trains_a_step_under_bf16_autocast(name):
+    """`--precision bf16` (and ``auto`` where the probe picks it) must not crash any kind: the
+    genomes the export test uses, which between them hold every registered kind (a mixture of
+    experts added bf16 expert outputs into a float32 buffer until it cast them)."""
+    genome = STANDALONE_GENOMES[name]()
+    torch.manual_seed(0)
+    model = decode(genome)
+    ids = torch.randint(0, genome.structural["vocab"], (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(ids)
+    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ids.flatten())
+    loss.backward()
+    assert torch.isfinite(loss)
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
+
+
+def test_auto_on_a_cpu_without_bf16_units_is_fp32_untimed(monkeypatch):
+    """No AMX and no AVX512-BF16: bfloat16 products are emulated, so ``auto`` is fp32 and
+    nothing is timed."""
+    monkeypatch.setattr(precision_module, "cpu_has_bf16_units", lambda: False)
+    monkeypatch.setattr(precision_module, "mlp_step_gflops", _never_timed)
+    precision_module.cpu_probe.cache_clear()
+    try:
+        probe = precision_module.cpu_probe()
+        assert probe.choice == "fp32" and probe.fp32_gflops is None
+        assert "no bfloat16 matrix instructions" in probe.reason
+        assert resolve_precision("auto", "cpu") == "fp32"
+    finally:
+        precision_module.cpu_probe.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("fp32", "bf16", "chosen"), [(60.0, 200.0, "bf16"), (60.0, 70.0, "fp32"), (60.0, 7.0, "fp32")]
+)
+def test_auto_on_a_cpu_with_bf16_units_follows_the_measured_probe(monkeypatch, fp32, bf16, chosen):
+    """With the instructions, the probe's timing decides: bf16 only where it is at least
+    BF16_MARGIN faster; the choice goes to every request of a CPU pool."""
+    bf16_speed = bf16
+    monkeypatch.setattr(precision_module, "cpu_has_bf16_units", lambda: True)
+    monkeypatch.setattr(precision_module, "mlp_step_gflops", lambda bf16: bf16_speed if bf16 else fp32)
+    precision_module.cpu_probe.cache_clear()
+    try:
+        assert precision_module.cpu_probe().choice == chosen
+        assert resolve_precision("auto", "cpu") == chosen
+        assert pool_precision("auto", None) == (chosen if not torch.cuda.is_available() else "bf16")
+        assert resolve_precision("fp32", "cpu") == "fp32"  # only auto is measured
+    finally:
+        precision_module.cpu_probe.cache_clear()
+
+
+def test_the_probe_measures_both_arithmetics():
+    """The probe's MLP really runs: a positive GFLOP/s in each arithmetic (no timing asserted)."""
+    assert precision_module.mlp_step_gflops(bf16=False, width=16, tokens=64) > 0
+    assert precision_module.mlp_step_gflops(bf16=True, width=16, tokens=64) > 0
+
+
+def _never_timed(*_args, **_kwargs):
+    raise AssertionError("the probe timed an arithmetic this CPU cannot run fast")
