@@ -255,6 +255,7 @@ def _report(store: Any, args: argparse.Namespace) -> int:
     console.print("tokens, FLOPs: what the generation's real evaluations trained (cache hits are free)")
     if tasks:
         console.print("per-task columns: normalised accuracy of each generation's best individual")
+    _print_ledger(data["ledger"])
     console.print(f"genome failures by type: {data['failures'] or 'none'}; operators: {data['operators']}")
     console.print(environment_text(data["environment_failures"]))
     for line in report_lines(data):
@@ -262,6 +263,22 @@ def _report(store: Any, args: argparse.Namespace) -> int:
     if data["resume"]:
         console.print(f"interrupted: its driver stopped before it finished; continue it: {data['resume']}")
     return 0
+
+
+def _print_ledger(ledger: dict[str, Any]) -> None:
+    """`evolve report`'s training ledger (`evolution.report.ledger`), a table and its notes."""
+    from dogma_evolve.evolution.report.ledger import LEDGER_COLUMNS, ledger_cells, ledger_notes
+
+    if not ledger["measured"]:  # a table space: look-ups, nothing trained
+        return
+    table = Table(title="training ledger")
+    for col in LEDGER_COLUMNS:
+        table.add_column(col)
+    for row in (*ledger["generations"], ledger["total"]):
+        table.add_row(*ledger_cells(row))
+    out().print(table)
+    for line in ledger_notes(ledger):
+        out().print(line)
 
 
 def cmd_blame(args: argparse.Namespace) -> int:

@@ -5,8 +5,9 @@ Every script and style is inline (plotly.js once, in the head), so the file open
 file:// with no network. Sections: the Pareto fronts (quality against parameters and
 against inference-state bytes), quality per generation and per task, the lineage of the
 best individual and of each front member, operator credit over generations, population
-composition by design family, failures by type, and fidelity transfer where the run is
-multi-fidelity. The data comes from `report_html_data.collect`, the figures from
+composition by design family, failures by type, the training ledger (tokens, FLOPs,
+seconds, FLOP/s and peak memory per generation: `ledger`), and fidelity transfer where the
+run is multi-fidelity. The data comes from `report_html_data.collect`, the figures from
 `report_html_figures`.
 
 The file is written atomically (a temporary file beside it, then `os.replace`), so a
@@ -35,6 +36,7 @@ from dogma_evolve.evolution.objectives import seeds_text
 from dogma_evolve.evolution.report import html_figures as figs
 from dogma_evolve.evolution.report.html_data import ReportData, collect
 from dogma_evolve.evolution.report.html_lineage import lineage_figure
+from dogma_evolve.evolution.report.ledger import LEDGER_COLUMNS, ledger_cells, ledger_notes
 from dogma_evolve.evolution.report.summary import environment_text
 from dogma_evolve.evolution.types import Event
 from dogma_evolve.store import Store
@@ -214,6 +216,8 @@ def build_html(data: ReportData, refresh_s: int | None = None) -> str:
     parts.append(_note(environment_text(data.environment) + "."))
     page.section("failures", "Failures: the genomes' own, and the environment's", parts)
 
+    page.section("ledger", "Training ledger", _ledger_parts(data.ledger))
+
     if data.multi_fidelity:
         transfer = figs.fidelity_transfer(data, _overall_rho(data))
         parts = [
@@ -229,6 +233,21 @@ def build_html(data: ReportData, refresh_s: int | None = None) -> str:
     if data.ladder.get("ladder"):
         page.section("ladder", "Size ladder", _ladder_parts(data.ladder))
     return _assemble(data, page, refresh_s)
+
+
+def _ledger_parts(ledger: dict[str, Any]) -> list[str]:
+    """The run's training ledger per generation and in total (`evolution.report.ledger`)."""
+    if not ledger.get("measured", True):
+        return [_note("Not recorded: this space's evaluations are table look-ups, nothing is trained.")]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in LEDGER_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in ledger_cells(row)) + "</tr>"
+        for row in (*ledger["generations"], ledger["total"])
+    )
+    return [
+        f'<table class="ledger"><tr>{head}</tr>{body}</table>',
+        *(_note(line.strip()) for line in ledger_notes(ledger)),
+    ]
 
 
 def _ladder_parts(summary: dict[str, Any]) -> list[str]:

@@ -26,6 +26,7 @@ from dogma_evolve.evaluation.transfer import spearman
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.objectives import quality_of
 from dogma_evolve.evolution.policy import OperatorPolicy, outcome
+from dogma_evolve.evolution.report.ledger import read_ledger
 from dogma_evolve.evolution.report.summary import environment_failures
 from dogma_evolve.evolution.rules import fitness as fitness_of
 from dogma_evolve.evolution.rules import stored_result
@@ -89,6 +90,7 @@ class ReportData:
     multi_fidelity: bool = False
     ladder: dict[str, Any] = field(default_factory=dict)  # `ladder_report.ladder_summary`
     environment: dict[str, Any] = field(default_factory=dict)  # `summary.environment_failures`
+    ledger: dict[str, Any] = field(default_factory=dict)  # `ledger.read_ledger`
 
     @property
     def by_id(self) -> dict[int, Birth]:
@@ -302,6 +304,7 @@ def collect(store: Store, run_id: str) -> ReportData:
         multi_fidelity=multi_fidelity,
         ladder=ladder_summary(store, run_id),
         environment=environment_failures(store, run_id, records),
+        ledger=read_ledger(stored, records),
     )
     chosen = [best.id] if best else []
     for ident in sorted({i for ids in fronts.values() for i in ids}, key=lambda i: -by_id[i].quality):

@@ -9,6 +9,7 @@ from typing import Any
 
 from dogma_evolve.evaluation.environment import ENVIRONMENT_MARK, is_environment_reason
 from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.report.ledger import real_evaluations, run_ledger, table_space
 from dogma_evolve.evolution.scale.ladder_report import individual_ladder, ladder_lines, ladder_summary
 from dogma_evolve.evolution.transfer_audit import (
     TransferAudit,
@@ -342,7 +343,9 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
     `filtered`: births the pre-filter stopped (`SearchSpace.prefilter`; never trained, so
     neither `evaluated` nor `failed`, nor in `failures` or `compute`); `failures` are the
     genomes' own (by status), `environment_failures` the machine's (`environment_failures`);
-    `compute` (`compute_totals`), per generation and for the run. `transfer`: the fidelity
+    `compute` (`compute_totals`), per generation and for the run; `ledger`
+    (`ledger.run_ledger`): per generation and in total, what the real evaluations trained,
+    their seconds, FLOP/s and peak memory. `transfer`: the fidelity
     transfer per generation of a multi-fidelity run (`evolution.transfer_audit`), and
     `transfer_warning` when its Spearman ρ is below 0.3."""
     from dogma_evolve.evolution.objectives import quality_of
@@ -414,7 +417,10 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         "failures": failures,
         "environment_failures": environment_failures(store, run_id, individuals),
         "operators": operators,
-        "compute": _total(compute.values(), table=_is_table_space(space)),
+        "compute": _total(compute.values(), table=table_space(space)),
+        "ledger": run_ledger(
+            individuals, run.task, len(config.tasks) > 1, run.generations, not table_space(space)
+        ),
         "transfer": transfer,
         "transfer_warning": transfer_warning(transfer),
     }
@@ -441,32 +447,23 @@ def compute_totals(individuals: list[IndividualRecord], task: str, several_tasks
     """Training compute per generation of birth, over the run's REAL evaluations: rows of
     its births that are neither copied from another run (`metrics["cached_from"]`: a cache
     hit trains nothing), nor `filtered` rows (never trained), nor, with several tasks, the
-    run's per-task-mean row on `task` (what
+    run's per-task-mean row on `task` (`ledger.real_evaluations`, what
     `Evaluator.count_spent` counts). Each: `train_tokens` and `train_flops` summed over the
     rows that record them, `evaluations`, `failed` (of those, not ok: a failure records no
     compute) and `without` (metric -> rows lacking it: failures, and rows written before
     the trainer recorded compute)."""
     out: dict[int, dict] = {}
-    seen: set[int] = set()
-    for rec in individuals:
-        for e in rec.evaluations:
-            metrics = e.metrics or {}
-            if e.id in seen or e.individual_id != rec.id or "cached_from" in metrics:
-                continue
-            if e.status == FILTERED:  # stopped before training: no evaluation, no compute
-                continue
-            if several_tasks and e.task == task:
-                continue
-            seen.add(e.id)
-            bucket = out.setdefault(rec.generation, _no_compute())
-            bucket["evaluations"] += 1
-            bucket["failed"] += e.status != "ok"
-            for name in COMPUTE_METRICS:
-                value = metrics.get(name)
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    bucket[name] += value
-                else:
-                    bucket["without"][name] = bucket["without"].get(name, 0) + 1
+    for generation, e in real_evaluations(individuals, task, several_tasks):
+        metrics = e.metrics or {}
+        bucket = out.setdefault(generation, _no_compute())
+        bucket["evaluations"] += 1
+        bucket["failed"] += e.status != "ok"
+        for name in COMPUTE_METRICS:
+            value = metrics.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                bucket[name] += value
+            else:
+                bucket["without"][name] = bucket["without"].get(name, 0) + 1
     return out
 
 
@@ -479,13 +476,6 @@ def _total(buckets: Any, table: bool) -> dict[str, Any]:
             total["without"][name] = total["without"].get(name, 0) + count
     total["measured"] = not table
     return total
-
-
-def _is_table_space(space: Any) -> bool:
-    """A space whose evaluations are table look-ups (NAS-Bench-201): no training compute."""
-    from dogma_evolve.evaluation.table import TableEvaluator
-
-    return isinstance(space.local_pool(), TableEvaluator)
 
 
 def human(value: float) -> str:

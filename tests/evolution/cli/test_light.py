@@ -67,7 +67,8 @@ def test_the_torch_free_names_come_without_torch_or_scipy() -> None:
         "from dogma_evolve.evolution.rules import seeds_of, stored_result\n"
         "from dogma_evolve.evolution.transfer_audit import run_transfer\n"
         "from dogma_evolve.evolution.scale.ladder_report import ladder_summary\n"
-        "from dogma_evolve.evolution.study.stored_run import StoredRun"
+        "from dogma_evolve.evolution.study.stored_run import StoredRun\n"
+        "from dogma_evolve.evolution.report.ledger import read_ledger, run_ledger"
     )
     loaded = loaded_after(code)
     assert not any(loaded.values()), loaded
