@@ -133,8 +133,9 @@ def train_model(
     loaded from another copy, a user's task or plugin code this worker lacks) is a ``crash``
     whose reason starts with ``ENVIRONMENT_MARK``, whatever status it would have had.
 
-    ``request.precision`` is resolved for the device (``auto``: bf16 on CUDA, fp32
-    elsewhere) and recorded as ``metrics["precision"]``. From the moment the device is known
+    ``request.precision`` is resolved for the device (``auto``: bf16 on CUDA, the
+    measured probe's choice on a CPU, `evaluation.precision.cpu_probe`) and recorded as
+    ``metrics["precision"]``. From the moment the device is known
     (before the model is built) to the end, the evaluation's peak memory is measured
     (`memory.PeakMemory`) and recorded as ``peak_memory_bytes`` with ``peak_memory_kind``
     (``rss``: the process's resident set on the CPU; ``cuda_allocated``: the CUDA

@@ -68,7 +68,7 @@ class FusedRecurrence(Mixer[LSTMConfig]):
         device_type = x.device.type
         if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
             with torch.autocast(device_type, enabled=False):
-                h = self.rnn(x.to(self.rnn.weight_ih_l0.dtype))[0]
+                h = self.rnn(x.to(self.out_proj.weight.dtype))[0]
         else:
             h = self.rnn(x)[0]
         return self.out_proj(h)
