@@ -1,19 +1,29 @@
 """Build-on-first-use of the C++ CPU kernels through ``torch.utils.cpp_extension.load``.
 
 The compiled module is cached in torch's extensions directory (``TORCH_EXTENSIONS_DIR`` or
-``~/.cache/torch_extensions``). When no compiler (or ninja) is present the build fails once,
-a warning says so, and callers fall back to the PyTorch reference.
+``~/.cache/torch_extensions``), named by a hash of the source's text and the compiler flags:
+two checkouts, or a checkout and a model exported from it (whose copy of this module carries
+the source as text, ``EMBEDDED``), share one build. When no compiler (or ninja) is present
+the build fails once, a warning says so, and callers fall back to the PyTorch reference.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import tempfile
 import warnings
 from pathlib import Path
 from types import ModuleType
 
 import torch
+
+# C++ source file name -> its text. Empty in DOGMA's own kernels, which read their `.cpp`
+# files; `evolve export` writes the texts into an exported model's copy of this module
+# (`phenotype.standalone.writer`), since a Hugging Face directory carries Python modules only:
+# transformers copies a remote-code model's `.py` files into its cache, nothing else.
+EMBEDDED: dict[str, str] = {}
 
 
 def _cpu_flags() -> tuple[str, list[str]]:
@@ -30,28 +40,64 @@ def _cpu_flags() -> tuple[str, list[str]]:
     return capability.lower(), flags
 
 
+def source_text(source: Path) -> str:
+    """The text of a kernel's C++ source: the embedded copy under its file name, else the file."""
+    embedded = EMBEDDED.get(source.name)
+    return embedded if embedded is not None else source.read_text()
+
+
+def _written(name: str, text: str) -> Path:
+    """``text`` as ``<extensions root>/dogma_sources/<name>.cpp``, written atomically and only
+    when absent or different (a rewrite would make ninja rebuild; a reader never sees half)."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()) / "dogma_sources"
+    path = root / f"{name}.cpp"
+    if path.is_file() and path.read_text() == text:
+        return path
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=root, suffix=".tmp", delete=False) as f:
+        f.write(text)
+    os.replace(f.name, path)
+    return path
+
+
 @functools.cache
 def load_cpu_extension(name: str, source: Path) -> ModuleType | None:
-    """Compile ``source`` into module ``name`` once per process; ``None`` if that fails."""
+    """Compile ``source`` (a ``.cpp`` file, or its ``EMBEDDED`` text) into module ``name``
+    once per process; ``None`` if that fails."""
+    try:
+        text = source_text(source)
+    except OSError as error:
+        _failed(name, error)
+        return None
+    return _load(name, text)
+
+
+@functools.cache
+def _load(name: str, text: str) -> ModuleType | None:
     suffix, flags = _cpu_flags()
+    key = hashlib.sha256("\0".join([text, *flags]).encode()).hexdigest()[:12]
+    module = f"dogma_{name}_{suffix}_{key}"
     try:
         from torch.utils.cpp_extension import load
 
-        # The build is keyed by the source's location too: two checkouts sharing one cache
-        # would otherwise overwrite each other's build on every load (a 30 s rebuild each).
-        where = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:8]
         return load(
-            name=f"dogma_{name}_{suffix}_{where}",
-            sources=[str(source)],
+            name=module,
+            sources=[str(_written(module, text))],
             extra_cflags=flags,
             extra_ldflags=["-fopenmp"],
             verbose=False,
         )
     except Exception as error:  # compiler, ninja or headers missing: degrade, never crash
-        warnings.warn(
-            f"kernels: could not build the C++ CPU kernel {name!r} ({error}); "
-            "falling back to the PyTorch reference.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        _failed(name, error)
         return None
+
+
+def _failed(name: str, error: BaseException) -> None:
+    warnings.warn(
+        f"kernels: could not build the C++ CPU kernel {name!r} ({error}); "
+        "falling back to the PyTorch reference (the fast CPU path needs a C++ compiler and ninja).",
+        RuntimeWarning,
+        stacklevel=4,
+    )

@@ -8,10 +8,12 @@ and ``"cpu"`` (a compiled C++ loop, where the op has one) force a path.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 import torch
@@ -25,6 +27,20 @@ BACKENDS = ("auto", "torch", "triton", "chunk", "cpu")
 # needed (training), the fused recurrent one otherwise (decoding, short prompts). Not yet
 # measured on a GPU: `make gpu-check` times both paths.
 CHUNKED_MIN_LENGTH = 64
+
+_REFERENCE_ONLY = contextvars.ContextVar("reference_only", default=False)
+
+
+@contextlib.contextmanager
+def reference_only() -> Iterator[None]:
+    """Inside, ``backend="auto"`` resolves to the reference (``"torch"``) for every op: what
+    ``torch.export`` sees, and what `evolve export`'s check compares an exported model's fast
+    paths with."""
+    token = _REFERENCE_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _REFERENCE_ONLY.reset(token)
 
 
 def needs_grad(*tensors: torch.Tensor | None) -> bool:
@@ -62,7 +78,7 @@ def resolve_backend(
         )
     if backend != "auto":
         return backend
-    if torch.compiler.is_exporting() or torch.compiler.is_compiling():
+    if _REFERENCE_ONLY.get() or torch.compiler.is_exporting() or torch.compiler.is_compiling():
         # Opaque fast paths cannot be traced: torch.export and torch.compile get the
         # reference, which is plain PyTorch ops (evolve export relies on this).
         return "torch"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import DogmaModel
 from dogma_evolve.phenotype.standalone.hf import write_hf
-from dogma_evolve.phenotype.standalone.writer import StandaloneError
+from dogma_evolve.phenotype.standalone.writer import logits_match, run_both_paths
 
 GENERATION_CONFIG = {"do_sample": False, "use_cache": True}
 
@@ -40,9 +41,10 @@ def require_transformers() -> None:
 
 
 def check_hf(directory: Path, ids: torch.Tensor, expected: torch.Tensor) -> float:
-    """Load the directory with transformers (remote code) and run `ids` through it;
-    StandaloneError unless its logits equal `expected` (up to the kernels' float rounding, as
-    `check_package`). Returns the largest absolute difference."""
+    """Load the directory with transformers (remote code) and run `ids` through it, with its
+    kernels' fast paths and with their references; StandaloneError unless both give
+    `expected` (up to the kernels' float rounding, as `check_package`). Returns the largest
+    absolute difference."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -52,19 +54,17 @@ def check_hf(directory: Path, ids: torch.Tensor, expected: torch.Tensor) -> floa
     hf_logging.disable_progress_bar()
     try:
         model = AutoModelForCausalLM.from_pretrained(str(directory), trust_remote_code=True)
-        with torch.no_grad():
-            got = model(ids).logits
+        package = type(model).__module__.rpartition(".")[0]  # transformers' copy of the directory
+
+        def logits(ids: torch.Tensor) -> torch.Tensor:
+            return model(ids).logits
+
+        got = run_both_paths(logits, ids, lambda: sys.modules.get(f"{package}.dogma_kernels__dispatch"))
     finally:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
-    if got.shape != expected.shape:
-        shapes = f"{tuple(got.shape)}, expected {tuple(expected.shape)}"
-        raise StandaloneError(f"{directory}: logits of shape {shapes}")
-    diff = float((got - expected).abs().max())
-    if not torch.allclose(got, expected, rtol=1e-4, atol=1e-4):
-        raise StandaloneError(f"{directory}: transformers' logits differ from the phenotype's by {diff:.3g}")
-    return diff
+    return logits_match(directory, got, expected)
 
 
 def write_hf_export(

@@ -1,7 +1,7 @@
 """The Triton paths of ``gated_linear_recurrence``, behind one module: the fused recurrent form
 (``fused_recurrent.py``, backend ``"triton"``: sequential over T, for decoding and short
 sequences) and the chunked form (``chunk.py``, backend ``"chunk"``: parallel over time within
-chunks, for training). ``evolve export`` leaves this module, and what it imports, behind.
+chunks, for training). An exported model carries them too, imported only where triton is.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Triton paths of ``selective_scan``, behind one module: the fused recurrent kernel
 (``fused_recurrent.py``, backend ``"triton"``: sequential over L, for decoding and short
 sequences) and the chunked one (``chunk.py``, backend ``"chunk"``: parallel over time within
-chunks, for training). ``evolve export`` leaves this module, and what it imports, behind.
+chunks, for training). An exported model carries them too, imported only where triton is.
 """
 
 from __future__ import annotations

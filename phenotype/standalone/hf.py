@@ -10,13 +10,17 @@
     model.safetensors        the weights, under `model.` (a shared region's once)
 
 The model code is the standalone package's (`writer.write_package`: DOGMA's walker, config
-tree and block modules, reference kernels), flattened: transformers copies a remote-code
+tree and block modules, the kernels with their dispatcher and fast paths), flattened:
+transformers copies a remote-code
 model's modules only from the directory's top level, following `from .name import` lines,
 so `blocks/attention.py` becomes `dogma_blocks_attention.py` and every import between them is
 rewritten to name the flat module (`from ..kernels import wkv` -> `from .dogma_kernels import
 wkv`; a module bound as a module, `from .. import kernels`, -> `from . import dogma_kernels
-as kernels`). Nothing here imports transformers; `evolution.export` checks the directory
-with it.
+as kernels`). The Triton paths stay optional: the kernels import them only where triton is,
+`modeling_dogma.py` names them under `if TYPE_CHECKING:` (copied, never imported), and their
+own `import triton` lines sit in a `try` block, which transformers' requirement check skips
+(it checks every module a Hub model names). Nothing here imports transformers;
+`evolution.export` checks the directory with it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import ast
 import json
 import shutil
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ from dogma_evolve.phenotype.standalone.writer import PACKAGE, StandaloneError, w
 
 TEMPLATES = Path(__file__).with_name("hf_template")
 PREFIX = "dogma_"
+OPTIONAL = ("triton",)  # what a flat module may import only where it is installed
 AUTO_MAP = {
     "AutoConfig": "configuration_dogma.DogmaConfig",
     "AutoModelForCausalLM": "modeling_dogma.DogmaForCausalLM",
@@ -114,8 +120,59 @@ def _registering_init(target: str, modules: dict[str, Any]) -> str:
     )
 
 
-def flatten(package: Path, out_dir: Path) -> list[str]:
-    """Write the package's modules as flat `dogma_*.py` files in out_dir; their names."""
+def _imports_optional(node: ast.stmt) -> bool:
+    """Whether a statement imports an OPTIONAL package (`import triton`, `from triton import`)."""
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] in OPTIONAL for a in node.names)
+    if isinstance(node, ast.ImportFrom) and not node.level:
+        return (node.module or "").split(".")[0] in OPTIONAL
+    return False
+
+
+def _relative_sources(
+    node: ast.ImportFrom, target: str, is_package: bool, modules: dict[str, Any]
+) -> list[str]:
+    """The package modules a relative import in module `target` loads."""
+    base = target.split(".") if is_package else target.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    source = ".".join(base + ([node.module] if node.module else []))
+    subs = [f"{source}.{a.name}" if source else a.name for a in node.names]
+    return [m for m in [source, *subs] if m in modules]
+
+
+def optional_modules(modules: dict[str, tuple[Path, bool]], trees: dict[str, ast.Module]) -> set[str]:
+    """The modules that import an OPTIONAL package when they load: at their top level, or
+    through a module they import at their top level (the Triton kernels and their wrappers;
+    a dispatcher that imports them inside a function is not one)."""
+    needs: dict[str, set[str]] = {}
+    optional: set[str] = set()
+    for target, tree in trees.items():
+        needs[target] = set()
+        for node in tree.body:
+            if _imports_optional(node):
+                optional.add(target)
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                needs[target] |= set(_relative_sources(node, target, modules[target][1], modules))
+    grew = True
+    while grew:
+        more = {t for t, loads in needs.items() if t not in optional and loads & optional}
+        optional |= more
+        grew = bool(more)
+    return optional
+
+
+def _in_try(statement: str) -> str:
+    """A top-level OPTIONAL import in a `try` block that re-raises: the same import, which
+    transformers' requirement check (`check_imports`, on every module of a Hub model) skips."""
+    return (
+        "try:  # optional: the kernels import this module only where it is installed\n"
+        f"    {statement}\nexcept ImportError:\n    raise\n"
+    )
+
+
+def flatten(package: Path, out_dir: Path) -> tuple[list[str], list[str]]:
+    """Write the package's modules as flat `dogma_*.py` files in out_dir. Returns their names
+    and, of them, those that import triton when they load (`optional_modules`)."""
     modules = _modules(package)
     trees = {t: ast.parse(path.read_text()) for t, (path, _) in modules.items()}
     bound = {t: _bound(tree) for t, tree in trees.items() if modules[t][1]}
@@ -127,6 +184,11 @@ def flatten(package: Path, out_dir: Path) -> list[str]:
             continue
         lines = path.read_text().splitlines(keepends=True)
         edits = []
+        for statement in tree.body:
+            if _imports_optional(statement):
+                end = statement.end_lineno or statement.lineno
+                text = "".join(lines[statement.lineno - 1 : end]).strip()
+                edits.append((statement.lineno, end, _in_try(text)))
         for node in ast.walk(tree):
             if not isinstance(node, ast.ImportFrom) or not node.level:
                 continue
@@ -143,24 +205,33 @@ def flatten(package: Path, out_dir: Path) -> list[str]:
         (out_dir / f"{flat_name(target)}.py").write_text("".join(lines))
     flats = sorted(flat_name(t) for t in modules)
     (out_dir / "dogma_modules.py").write_text(_modules_file(sorted(modules)))
-    return flats
+    return flats, sorted(flat_name(t) for t in optional_modules(modules, trees))
 
 
 MANIFEST_AFTER = "from .dogma_modules import build_config\n"  # the line of modeling_dogma.py
 
 
-def manifest(flats: list[str]) -> str:
+def manifest(flats: list[str], optional: Collection[str] = ()) -> str:
     """One `from .module import` line per flat module, for `modeling_dogma.py`: what
     transformers follows to copy a remote-code model's files (some versions only the modeling
     file's lines, not recursively; and the modules also import each other as modules, a form
-    it does not follow)."""
-    lines = [f"from .{f} import __name__ as _  # noqa: F401" for f in flats]
-    return (
+    it does not follow). The `optional` ones (they import triton) are named under `if
+    TYPE_CHECKING:`: copied all the same (transformers reads the lines as text), never
+    imported here."""
+    lines = [f"from .{f} import __name__ as _  # noqa: F401" for f in flats if f not in optional]
+    text = (
         "\n# Every module of the model, named in the form transformers follows to copy a remote-code\n"
         "# model's files (the modules import one another as modules too, which it does not follow).\n"
         + "\n".join(lines)
         + "\n"
     )
+    if optional:
+        text += (
+            "\n# The Triton paths: copied with the rest, imported by the kernels only where triton is.\n"
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+            + "".join(f"    from .{f} import __name__ as _  # noqa: F401\n" for f in optional)
+        )
+    return text
 
 
 def _modules_file(targets: list[str]) -> str:
@@ -229,12 +300,14 @@ def write_hf(model: DogmaModel, genome: Genome, out_dir: str | Path) -> dict[str
         info = write_package(model, genome, tmp)
         package = Path(tmp) / PACKAGE
         document = json.loads((package / "config.json").read_text())
-        flats = flatten(package, out)
+        flats, optional = flatten(package, out)
     shutil.copyfile(TEMPLATES / "configuration_dogma.py", out / "configuration_dogma.py")
     modeling = (TEMPLATES / "modeling_dogma.py").read_text()
     if modeling.count(MANIFEST_AFTER) != 1:
         raise StandaloneError(f"hf_template/modeling_dogma.py lacks the line {MANIFEST_AFTER.strip()!r}")
-    (out / "modeling_dogma.py").write_text(modeling.replace(MANIFEST_AFTER, MANIFEST_AFTER + manifest(flats)))
+    (out / "modeling_dogma.py").write_text(
+        modeling.replace(MANIFEST_AFTER, MANIFEST_AFTER + manifest(flats, optional))
+    )
     tensors, aliases = hf_weights(model)
     (out / "model.safetensors").write_bytes(save(tensors, metadata={"format": "pt"}))  # ENOSPC: an OSError
     cfg = model.cfg

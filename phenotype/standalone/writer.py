@@ -5,7 +5,7 @@
       config.json          the config tree the genome decoded to (block configs, as JSON)
       model.safetensors    the weights
       model.py config.py registry.py blocks/...   copied from phenotype/
-      kernels/...          the reference kernels, when a block needs one
+      kernels/...          the kernels a block needs: reference, C++ CPU and Triton paths
       _genome.py           stands in for the two names the copied modules import from genome
 
 The model is rebuilt from its config tree (`phenotype.config.ModelConfig`, frozen
@@ -14,11 +14,15 @@ YAML, no pickle. The code is DOGMA's own, copied rather than rewritten, so the p
 forward and `step` are the phenotype's: the walker (`phenotype/model.py`), the config tree
 (`phenotype/config.py`), and the block modules the tree names, closed over their imports.
 Imports of our packages become relative ones (`phenotype.X` -> the package's `X`,
-`kernels.X` -> its `kernels.X`, `genome.*` -> `_genome`). Of `kernels/`, each op's
-dispatcher and reference implementation are copied; `kernels/_dispatch.py` is replaced by
-one that always picks the reference, and the fast paths (Triton, the C++ CPU loop) are
-left out, their lazy imports rewritten into `raise ImportError`. Any other import of our
-packages, of triton, or of a third-party package besides torch and safetensors stops the
+`kernels.X` -> its `kernels.X`, `genome.*` -> `_genome`). Of `kernels/`, every module an op
+imports is copied, the dispatcher (`_dispatch.py`) and the fast paths with it, so the package
+picks its backend as DOGMA does: the C++ CPU loop (built on first use; the reference, with one
+warning, where no compiler or ninja is), the pure-PyTorch CPU loops, the Triton kernels on
+CUDA where triton imports, the reference under `torch.export`/`torch.compile`. The C++
+sources travel as text inside the copy of `kernels/_build.py` (its `EMBEDDED`), since a
+Hugging Face directory carries Python modules only. Triton may be imported by a kernel module
+only (the dispatchers import those lazily, where triton is installed); any other import of
+our packages, of triton, or of a third-party package besides torch and safetensors stops the
 export with the module and line, so a block that grows such a dependency is caught here.
 
 A plugin's block (`dogma_evolve.phenotype.plugins`: a user's top-level module that registers kinds) is
@@ -37,6 +41,7 @@ import json
 import shutil
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +61,11 @@ SOURCE_ROOT = Path(phenotype.__file__ or "").resolve().parents[1]
 NAMESPACE = "dogma_evolve"  # our packages import as dogma_evolve.<package>
 OURS = ("genome", "phenotype", "kernels", "evolution", "evaluation", "store")
 ALLOWED_THIRD_PARTY = ("torch", "safetensors")
-FAST_PATHS = ("triton", "cpu", "_build")  # kernels/<op>/triton.py, cpu.py; kernels/_build.py
+KERNEL_ONLY = ("triton",)  # what only a kernel module may import: its Triton paths, loaded lazily
 ROOTS = ("phenotype.model", "phenotype.config", "phenotype.registry", "phenotype.blocks")
 PLUGINS = "plugins"  # the package folder a plugin's module is copied into
-TEMPLATED = {"kernels._dispatch": "_dispatch.py"}  # project module -> template file
+BUILD = "kernels._build"  # its copy carries the C++ sources as text, in this line's place:
+EMBEDDED_LINE = "EMBEDDED: dict[str, str] = {}\n"
 
 
 class StandaloneError(RuntimeError):
@@ -164,9 +170,8 @@ def _is_module(module: str) -> bool:
     return (base / "__init__.py").is_file() or base.with_suffix(".py").is_file()
 
 
-def _target(module: str) -> str | None:
-    """Where one of our modules lives in the package (dotted, "" the package itself), or
-    None for a kernel fast path, which stays behind."""
+def _target(module: str) -> str:
+    """Where one of our modules lives in the package (dotted, "" the package itself)."""
     top, _, rest = module.partition(".")
     if top not in OURS and _is_plugin(module):
         return f"{PLUGINS}.{module}"
@@ -175,8 +180,6 @@ def _target(module: str) -> str | None:
     if top == "phenotype":
         return rest
     if top == "kernels":
-        if module.rsplit(".", 1)[-1] in FAST_PATHS:
-            return None
         return module
     raise StandaloneError(f"module {module} cannot be part of a standalone package")
 
@@ -211,7 +214,9 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> list[tuple[ast.
 
 
 def _third_party(tree: ast.Module, module: str) -> None:
-    """Refuse imports of anything but the standard library, torch and safetensors."""
+    """Refuse imports of anything but the standard library, torch and safetensors (and, in a
+    kernel module, triton)."""
+    allowed = ALLOWED_THIRD_PARTY + (KERNEL_ONLY if module.split(".")[0] == "kernels" else ())
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             tops = [_internal(a.name).split(".")[0] for a in node.names]
@@ -220,7 +225,7 @@ def _third_party(tree: ast.Module, module: str) -> None:
         else:
             continue
         for top in tops:
-            if top not in OURS and top not in sys.stdlib_module_names and top not in ALLOWED_THIRD_PARTY:
+            if top not in OURS and top not in sys.stdlib_module_names and top not in allowed:
                 raise StandaloneError(
                     f"{module}:{node.lineno}: imports {top}, which the package cannot carry"
                 )
@@ -240,10 +245,6 @@ def _relative(importer: str, is_package: bool, target: str) -> tuple[int, str]:
     return len(here) - common + 1, ".".join(there[common:])
 
 
-def _fast_path_raise(module: str) -> str:
-    return f'raise ImportError("{module} is a fast path: this package carries the reference only")'
-
-
 def _rewrite_import(
     node: ast.stmt, module: str, is_package: bool, where: str, stub_names: set[str], tree: ast.Module
 ) -> str:
@@ -256,8 +257,6 @@ def _rewrite_import(
         name = _internal(alias.name)
         parts = name.split(".")
         target = _target(name)
-        if target is None:
-            return _fast_path_raise(name)
         bound = alias.asname or parts[-1]
         if alias.asname is None and "." in alias.name:  # `import a.b` binds `a`: used by name?
             if any(isinstance(n, ast.Name) and n.id == alias.name.split(".")[0] for n in ast.walk(tree)):
@@ -270,13 +269,7 @@ def _rewrite_import(
     source = _resolve(node, module, is_package)
     names = [a.name for a in node.names]
     submodules = [n for n in names if _is_module(f"{source}.{n}")]
-    if any(_target(f"{source}.{n}") is None for n in submodules):
-        if len(names) != 1:
-            raise StandaloneError(f"{where}: imports a fast path together with other names")
-        return _fast_path_raise(f"{source}.{names[0]}")
     target = _target(source)
-    if target is None:
-        raise StandaloneError(f"{where}: imports from fast path {source}")
     if target == "_genome":
         missing = set(names) - stub_names
         if missing:
@@ -310,7 +303,7 @@ def rewrite(module: str, text: str, stub_names: set[str]) -> str:
 
 def needed_modules(model_cfg: Any) -> list[str]:
     """Our modules the package copies for this config tree: the walker, the config tree's
-    classes' modules, and everything they import of ours, fast paths and genome aside."""
+    classes' modules, and everything they import of ours, genome aside."""
     todo = list(ROOTS) + sorted(config_modules(model_cfg))
     seen: set[str] = set()
     while todo:
@@ -318,18 +311,34 @@ def needed_modules(model_cfg: Any) -> list[str]:
         if module in seen:
             continue
         seen.add(module)
-        if module in TEMPLATED or module == "phenotype" or module.split(".")[0] == "genome":
-            continue  # a template, the package's own __init__ (the loader), the stub
+        if module == "phenotype" or module.split(".")[0] == "genome":
+            continue  # the package's own __init__ (the loader), the stub
         path, is_package = _source(module)
         for _, loads in _imports(ast.parse(path.read_text()), module, is_package):
             for loaded in loads:
-                if _target(loaded) is not None:
-                    todo.append(loaded)
-                    parent = loaded.rpartition(".")[0]  # its packages' __init__ run first
-                    while parent and parent not in ("phenotype", "genome"):
-                        todo.append(parent)
-                        parent = parent.rpartition(".")[0]
+                todo.append(loaded)
+                parent = loaded.rpartition(".")[0]  # its packages' __init__ run first
+                while parent and parent not in ("phenotype", "genome"):
+                    todo.append(parent)
+                    parent = parent.rpartition(".")[0]
     return sorted(m for m in seen if m != "phenotype" and m.split(".")[0] != "genome")
+
+
+def embed_cpp_sources(build: str, modules: list[str]) -> str:
+    """The copy of `kernels/_build.py` with `EMBEDDED` holding the text of every `.cpp` file
+    beside the kernel modules copied (by file name, one entry a line of source)."""
+    folders = sorted({SOURCE_ROOT.joinpath(*m.split(".")[:2]) for m in modules if m.startswith("kernels.")})
+    sources = sorted(p for folder in folders if folder.is_dir() for p in folder.glob("*.cpp"))
+    names = [p.name for p in sources]
+    if len(set(names)) != len(names):
+        raise StandaloneError(f"two C++ sources of one name: {names}")
+    if build.count(EMBEDDED_LINE) != 1:
+        raise StandaloneError(f"{BUILD} lacks the line {EMBEDDED_LINE.strip()!r}")
+    entries = []
+    for path in sources:
+        lines = "".join(f"        {line!r}\n" for line in path.read_text().splitlines(keepends=True))
+        entries.append(f"    {path.name!r}: (\n{lines}    ),\n")
+    return build.replace(EMBEDDED_LINE, "EMBEDDED: dict[str, str] = {\n" + "".join(entries) + "}\n")
 
 
 def _top_level_names(path: Path) -> set[str]:
@@ -362,23 +371,17 @@ def write_package(model: DogmaModel, genome: Genome, out_dir: str | Path) -> dic
     try:
         shutil.copyfile(TEMPLATES / "__init__.py", root / "__init__.py")
         shutil.copyfile(stub, root / "_genome.py")
-        if any(m.startswith(PLUGINS + ".") for m in map(_target, modules) if m):
+        if any(_target(m).startswith(PLUGINS + ".") for m in modules):
             (root / PLUGINS).mkdir()
             (root / PLUGINS / "__init__.py").write_text(
                 '"""A user\'s block kinds, copied (phenotype.plugins)."""\n'
             )
         for module in modules:
-            target = _target(module)
-            assert target is not None, module
-            if module in TEMPLATED:
-                dest = _package_path(root, target, False)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(TEMPLATES / TEMPLATED[module], dest)
-                continue
             path, is_package = _source(module)
-            dest = _package_path(root, target, is_package)
+            dest = _package_path(root, _target(module), is_package)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(rewrite(module, path.read_text(), stub_names))
+            text = rewrite(module, path.read_text(), stub_names)
+            dest.write_text(embed_cpp_sources(text, modules) if module == BUILD else text)
         document = {
             "format": FORMAT,
             "genome_id": genome.id,
@@ -394,11 +397,43 @@ def write_package(model: DogmaModel, genome: Genome, out_dir: str | Path) -> dic
     return {"package": str(root), "modules": modules, "kinds": block_kinds(model.cfg)}
 
 
+def logits_match(where: Path, got: dict[str, torch.Tensor], expected: torch.Tensor) -> float:
+    """StandaloneError unless each of an export's logits (by the kernels that gave them:
+    "fast", the backends `auto` picks; "reference", under the package's `reference_only()`)
+    equals `expected`, the phenotype's, up to the kernels' float rounding (the phenotype may
+    have run another path). Returns the largest absolute difference."""
+    diff = 0.0
+    for path, logits in got.items():
+        if logits.shape != expected.shape:
+            shapes = f"{tuple(logits.shape)}, expected {tuple(expected.shape)}"
+            raise StandaloneError(f"{where}: logits ({path} kernels) of shape {shapes}")
+        diff = max(diff, float((logits - expected).abs().max()))
+        if not torch.allclose(logits, expected, rtol=1e-4, atol=1e-4):
+            raise StandaloneError(
+                f"{where}: logits ({path} kernels) differ from the phenotype's by up to {diff:.3g}"
+            )
+    return diff
+
+
+def run_both_paths(
+    model: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, dispatch: Callable[[], Any]
+) -> dict[str, torch.Tensor]:
+    """An exported model's logits on `ids` with the kernels `auto` picks and, when it holds
+    kernels (`dispatch`: its copy of `kernels._dispatch`, looked up after the first forward,
+    which imports it), with the reference forced."""
+    with torch.no_grad():
+        got = {"fast": model(ids)}
+        found = dispatch()
+        if found is not None:
+            with found.reference_only():
+                got["reference"] = model(ids)
+    return got
+
+
 def check_package(package: str | Path, ids: torch.Tensor, expected: torch.Tensor) -> float:
     """Import a written package under a private name, `load()` it and run `ids` through
-    it; StandaloneError unless its logits equal `expected` (the phenotype's, up to the
-    kernels' float rounding: the phenotype may have run a fast path). Returns the largest
-    absolute difference."""
+    it, with its kernels' fast paths and with their references (`logits_match`);
+    StandaloneError unless both give `expected`. Returns the largest absolute difference."""
     root = Path(package)
     name = f"_dogma_model_check_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(
@@ -411,15 +446,9 @@ def check_package(package: str | Path, ids: torch.Tensor, expected: torch.Tensor
     try:
         spec.loader.exec_module(module)
         model = module.load()
-        with torch.no_grad():
-            got = model(ids)
+        got = run_both_paths(model, ids, lambda: sys.modules.get(f"{name}.kernels._dispatch"))
     finally:
         sys.dont_write_bytecode = bytecode
         for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
             del sys.modules[key]
-    if got.shape != expected.shape:
-        raise StandaloneError(f"{root}: logits of shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
-    diff = float((got - expected).abs().max())
-    if not torch.allclose(got, expected, rtol=1e-4, atol=1e-4):
-        raise StandaloneError(f"{root}: logits differ from the phenotype's by up to {diff:.3g}")
-    return diff
+    return logits_match(root, got, expected)

@@ -14,7 +14,11 @@ writer is `phenotype.standalone.writer`). It needs torch and safetensors only:
 Beside this file: `config.json` (the model's config tree: the block configs the genome
 decoded to, plain JSON), `model.safetensors` (the trained weights), and the block modules
 the model needs, copied from DOGMA's phenotype with their imports made relative. Sequence
-operators run their plain-PyTorch reference implementation (`kernels/`), on any device.
+operators (`kernels/`) pick their backend as DOGMA does: on CPU the C++ loop (compiled on
+first use with torch.utils.cpp_extension, which needs a C++ compiler and ninja; without them
+one warning and the plain-PyTorch reference) or a PyTorch loop with a hand-written backward;
+on CUDA the Triton kernels where triton is installed; the reference under torch.export and
+torch.compile, and wherever no fast path applies. `backend="torch"` forces the reference.
 """
 
 from __future__ import annotations
