@@ -140,3 +140,31 @@ def test_aux_loss_is_added_to_the_training_loss():
     assert float(model.balance.detach().abs().max()) < 3.0
     # The reported held-out loss is the task loss alone.
     assert metrics["loss"] < metrics["train_loss"]
+
+
+def test_the_cpu_update_is_multi_tensor_and_bit_identical_to_the_per_tensor_loop(monkeypatch):
+    """On a CPU the trainer asks for AdamW's foreach update (PyTorch picks the per-tensor loop
+    there by itself) and clips with foreach norms: faster, and the same weights bit for bit,
+    so results stored before the change still replay."""
+    task = get_task("mqar")
+    real = torch.optim.AdamW
+    asked: list[object] = []
+
+    def trained(force_loop: bool) -> dict[str, torch.Tensor]:
+        def adamw(*args, **kwargs):
+            asked.append(kwargs.get("foreach"))
+            if force_loop:
+                kwargs["foreach"] = False
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(torch.optim, "AdamW", adamw)
+        torch.manual_seed(0)
+        model = TinyAttentionLM(task.vocab_size, task.seq_len)
+        train(model, task, 12, seed=0)
+        return {k: v.clone() for k, v in model.state_dict().items()}
+
+    fast, loop = trained(False), trained(True)
+    assert asked == [True, True]
+    assert fast.keys() == loop.keys()
+    for name in fast:
+        assert torch.equal(fast[name], loop[name]), name
