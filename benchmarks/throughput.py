@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dogma_evolve.evaluation.budget import learning_rate  # noqa: E402
-from dogma_evolve.evaluation.precision import autocast, cpu_probe, resolve_precision  # noqa: E402
+from dogma_evolve.evaluation.precision import autocast, resolve_precision  # noqa: E402
 from dogma_evolve.evaluation.tasks import Task, get_task  # noqa: E402
 from dogma_evolve.evaluation.tasks.base import derive_seed  # noqa: E402
 from dogma_evolve.evaluation.trainer import train  # noqa: E402
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": torch.cuda.get_device_name() if device.type == "cuda" else _cpu_name(),
         "device_type": device.type,
         "precision": precision,
-        "probe": cpu_probe().reason if device.type == "cpu" and args.precision == "auto" else "as given",
+        "probe": _probe_reason(device, args.precision),
         "steps": args.steps,
         "tokens_per_step": task.train_batch_size * task.seq_len,
         "threads": torch.get_num_threads(),
@@ -312,6 +312,18 @@ def _size(text: str) -> float:
     text = text.strip().lower()
     scale = {"k": 1e3, "m": 1e6}.get(text[-1:], 1.0)
     return float(text[:-1] if scale != 1.0 else text) * scale
+
+
+def _probe_reason(device: torch.device, precision: str) -> str:
+    """Why ``auto`` resolved as it did on this CPU; a checkout from before the probe (the
+    "before" column of results.md runs this script against one) had ``auto`` = fp32."""
+    if device.type != "cpu" or precision != "auto":
+        return "as given"
+    try:
+        from dogma_evolve.evaluation.precision import cpu_probe
+    except ImportError:
+        return "auto is fp32 on a CPU in this checkout"
+    return cpu_probe().reason
 
 
 def _cpu_name() -> str:
