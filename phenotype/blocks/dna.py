@@ -172,18 +172,49 @@ def lane_distributions(m: torch.Tensor) -> torch.Tensor:
     """m: (B, T, L, S, S) -> p_t = M_t ⋯ M_1 e_0, (B, T, L, S).
 
     On CPU a loop of T matrix-vector products (T·S² work per lane; about 6x faster than the
-    doubling at T = 64, S = 4); elsewhere the first column of :func:`prefix_products`
-    (log₂T parallel rounds, T·log₂T·S³ work). Equal up to float rounding.
+    doubling at T = 64, S = 4), run by :class:`_LaneScan` outside autograd; elsewhere the
+    first column of :func:`prefix_products` (log₂T parallel rounds, T·log₂T·S³ work). Equal
+    up to float rounding.
     """
     if m.device.type != "cpu":
         return prefix_products(m)[..., 0]
-    p = torch.zeros_like(m[:, 0, ..., 0])  # (B, L, S)
-    p[..., 0] = 1
-    steps = []
-    for t in range(m.shape[1]):
-        p = (m[:, t] * p[..., None, :]).sum(-1)
-        steps.append(p)
-    return torch.stack(steps, 1)
+    return _LaneScan.apply(m)
+
+
+class _LaneScan(torch.autograd.Function):
+    """The CPU loop p_t = M_t p_{t-1} (p_0 = e_0) with its adjoint written out: the loop runs
+    outside autograd (two ops a step, into preallocated time-major buffers), and the backward
+    is the reverse loop a_{t-1} = g_{t-1} + M_t^T a_t, then ∂M_t = a_t p_{t-1}^T in one
+    product. Elementwise products and sums only (the FLOP counter keeps out of the scan, whose
+    work is declared), the forward's float operations those of a plain autograd loop."""
+
+    @staticmethod
+    def forward(ctx: Any, m: torch.Tensor) -> torch.Tensor:
+        ms = m.movedim(1, 0).contiguous()  # (T, B, L, S, S)
+        out = ms.new_empty(ms.shape[:-1])  # (T, B, L, S)
+        p = torch.zeros_like(out[0])[..., None, :]
+        p[..., 0] = 1
+        product = torch.empty_like(ms[0])
+        outs = out.unbind(0)
+        for m_t, out_t in zip(ms.unbind(0), outs, strict=True):
+            torch.sum(torch.mul(m_t, p, out=product), -1, out=out_t)
+            p = out_t[..., None, :]
+        ctx.save_for_backward(ms, out)
+        return out.movedim(0, 1)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        ms, out = ctx.saved_tensors
+        g = grad.movedim(1, 0).contiguous()  # (T, B, L, S), becomes the adjoint a_t in place
+        product = torch.empty_like(ms[0])
+        gs, m_s = g.unbind(0), ms.unbind(0)
+        for t in range(len(gs) - 1, 0, -1):
+            torch.mul(m_s[t], gs[t][..., :, None], out=product)
+            gs[t - 1].add_(product.sum(-2))
+        earlier = torch.cat([torch.zeros_like(out[:1]), out[:-1]], 0)
+        earlier[0, ..., 0] = 1  # p_0 = e_0
+        return (g[..., :, None] * earlier[..., None, :]).movedim(0, 1)
 
 
 class DNABlock(Mixer[DNAConfig]):
@@ -300,7 +331,9 @@ class DNABlock(Mixer[DNAConfig]):
         if not self.training:
             return m
         gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_min(1e-20)))
-        fired = F.one_hot((logits + gumbel).argmax(-2), s).transpose(-1, -2).to(m.dtype)
+        # max's indices are argmax's (the first maximum), without argmax's slow CPU path on
+        # a dimension that is not the last one.
+        fired = F.one_hot((logits + gumbel).max(-2).indices, s).transpose(-1, -2).to(m.dtype)
         return fired + m - m.detach()
 
     def _path_C(self, x: torch.Tensor) -> torch.Tensor:
