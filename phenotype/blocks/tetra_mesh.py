@@ -151,6 +151,48 @@ def corner_mean(corners: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack(corners).sum(0) / len(corners)
 
 
+class _NeighbourAttention(torch.autograd.Function):
+    """softmax(q kᵀ/√D + bias) v over each site's K neighbours, with its backward written
+    out: autograd's backward of the two batched products forms each site's K x D outer
+    products as rank-1 matrix products (and one of them transposed), several times the
+    forward's time on CPU; here they are broadcast products, in the neighbours' layout. The
+    forward is the plain expression (its two batched products are what a FLOP counter sees);
+    the backward computes in the gradient's precision with the softmax's (float32 at least)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
+    ) -> torch.Tensor:
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]) + bias
+        weights = torch.softmax(scores, -1)
+        ctx.save_for_backward(q, k, v, weights)
+        ctx.bias_shape, ctx.shared = bias.shape, k is v
+        return weights @ v
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, weights = ctx.saved_tensors
+        dtype = torch.promote_types(grad.dtype, weights.dtype)
+        q, k, v, weights, grad = (z.to(dtype) for z in (q, k, v, weights, grad))
+        d_weights = grad @ v.transpose(-1, -2)  # (..., 1, K)
+        d_scores = weights * (d_weights - (weights * d_weights).sum(-1, keepdim=True))
+        d_bias = d_scores.sum_to_size(ctx.bias_shape)
+        d_scores = d_scores / math.sqrt(q.shape[-1])
+        d_v = weights.transpose(-1, -2) * grad  # (..., K, 1) x (..., 1, D)
+        if ctx.shared:  # one tensor's two uses: one gradient, accumulated here
+            return d_scores @ k, d_v.addcmul_(d_scores.transpose(-1, -2), q), None, d_bias
+        return d_scores @ k, d_scores.transpose(-1, -2) * q, d_v, d_bias
+
+
+def neighbour_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
+    """q: (..., 1, D), k, v: (..., K, D), bias broadcastable to (..., 1, K) (-inf: a masked
+    bond; every site keeps one) -> softmax(q kᵀ/√D + bias) v: (..., 1, D)."""
+    return _NeighbourAttention.apply(q, k, v, bias)
+
+
 class TetraMesh(Mixer[TetraMeshConfig]):
     bond_offset: torch.Tensor  # (K,) index offsets of the bonds, a buffer
 
@@ -183,19 +225,45 @@ class TetraMesh(Mixer[TetraMeshConfig]):
         scores = (scores + bias).masked_fill(~valid, float("-inf"))
         return (torch.softmax(scores, -1)[..., None, :] @ n)[..., 0, :]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: (B, T, D) -> (B, T, D)."""
-        T = x.shape[1]
-        valid = torch.arange(T, device=x.device)[:, None] >= self.bond_offset[None, :]
-        q, h = self.q_proj(x), self.v_proj(x)
-        lam = torch.sigmoid(self.mixing)
-        by_scale = [
-            (scale, [o for ell, o in self.cfg.bonds if ell == scale]) for scale in range(self.cfg.scales)
+    def _gather_index(
+        self, T: int, pad: int, device: torch.device
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Where `forward` reads each site, in the scales' zero-padded sequences laid end to end
+        (scale ℓ's site t at ℓ(pad + T) + pad + t; a site before the sequence at its scale's
+        first pad row, a zero): the 8 corners each coarser scale pools, (T·8,) in its finer
+        scale's sequence, and every bond's neighbour, (T·K,) in all the scales'."""
+        c, t = self.cfg, torch.arange(T, device=device)[:, None]
+        corners = torch.tensor([lattice_offset(u, c.side) for u in CORNERS], device=device)
+        pooled = [
+            (pad + t - 2 ** (scale - 1) * corners).clamp(min=0).flatten() for scale in range(1, c.scales)
         ]
+        scale = torch.tensor([ell for ell, _ in c.bonds], device=device)
+        bonds = scale * (pad + T) + (pad + t - self.bond_offset).clamp(min=0)
+        return pooled, bonds.flatten()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, T, D) -> (B, T, D).
+
+        Each round gathers its neighbours with one index (and each coarser scale its 8 pooled
+        corners with one), the sites kept with a singleton query axis throughout; the scores'
+        bias and mask are one (T, K) tensor built once. The float operations are those of
+        :meth:`step`'s round up to their order (the sums of the gathers' gradients)."""
+        B, T, D = x.shape
+        valid = torch.arange(T, device=x.device)[:, None] >= self.bond_offset[None, :]
+        bias = self.scale_bias.repeat_interleave(len(self.cfg.bonds) // self.cfg.scales)
+        bias = torch.where(valid, bias, float("-inf"))[:, None, :]  # (T, 1, K)
+        pad = max(1, min(max(o for _, o in self.cfg.bonds), T))  # the pad rows hold every site before 0
+        pooled_at, bonds_at = self._gather_index(T, pad, x.device)
+        zeros = x.new_zeros(B, pad, D)
+        q, h = self.q_proj(x)[..., None, :], self.v_proj(x)  # (B, T, 1, D), (B, T, D)
+        lam = torch.sigmoid(self.mixing)
         for _ in range(self.cfg.rounds):
-            levels = self._pooled(h)
-            n = torch.cat([torch.stack(delays(levels[scale], offsets), 2) for scale, offsets in by_scale], 2)
-            h = h + lam * (self._message(q, n, valid) - h)
+            levels = [torch.cat([zeros, h], 1)]
+            for at in pooled_at:
+                corners = levels[-1].index_select(1, at).unflatten(1, (T, len(CORNERS)))
+                levels += [torch.cat([zeros, corners.sum(2) / len(CORNERS)], 1)]
+            n = torch.cat(levels, 1).index_select(1, bonds_at).unflatten(1, (T, -1))  # (B, T, K, D)
+            h = h + lam * (neighbour_attention(q, n, n, bias)[..., 0, :] - h)
         return self.o_proj(h)
 
     def init_state(self, batch: int) -> dict[str, Any]:
