@@ -82,6 +82,25 @@ class MoE(ChannelMixer[MoEConfig]):
         self.shared = cfg.expert_config(cfg.shared * cfg.hidden).build() if cfg.shared else None
         self.last_aux_loss: torch.Tensor | None = None
 
+    def _routed(
+        self, flat: torch.Tensor, top_p: torch.Tensor, top_idx: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every (token, slot) assignment through its expert, weighted by its gate: the token
+        of each row and the rows (assignments, D), expert by expert and, within an expert, in
+        token order (a stable sort of the flattened assignments: each expert sees the rows
+        `(top_idx == e).nonzero()` gives, and one index_add sums them in expert order)."""
+        k, assigned = self.cfg.top_k, top_idx.flatten()
+        order = assigned.argsort(stable=True)
+        token, rows = order // k, flat.index_select(0, order // k)
+        counts = torch.bincount(assigned, minlength=self.cfg.experts).tolist()
+        ys = [
+            expert(part[None])[0]
+            for expert, part, n in zip(self.experts, rows.split(counts), counts, strict=True)
+            if n
+        ]
+        y = torch.cat(ys) * top_p.flatten()[order, None]
+        return token, y.to(flat.dtype)  # bf16 under autocast
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D) -> (B, T, D); records the weighted balancing loss."""
         flat = x.reshape(-1, x.shape[-1])
@@ -95,11 +114,8 @@ class MoE(ChannelMixer[MoEConfig]):
             for e, expert in enumerate(self.experts):
                 count = n // self.cfg.experts + (e < n % self.cfg.experts)
                 expert(flat.new_empty(1, count, flat.shape[-1]))
-        for e, expert in enumerate(self.experts if not flat.is_meta else ()):
-            token, slot = (top_idx == e).nonzero(as_tuple=True)
-            if token.numel():
-                y = expert(flat[token][None])[0] * top_p[token, slot, None]
-                out = out.index_add(0, token, y.to(out.dtype))  # bf16 under autocast
+        if not flat.is_meta:
+            out = out.index_add(0, *self._routed(flat, top_p, top_idx))
         if self.shared is not None:
             out = out + self.shared(flat[None])[0]
         self.last_aux_loss = self.cfg.aux_weight * load_balancing_loss(probs, top_idx)
