@@ -1,8 +1,9 @@
 """RWKV-4 weighted key-value operator (WKV), stable for large keys.
 
 Backends: ``"torch"`` (reference.py, per-step loop differentiated by autograd), ``"cpu"``
-(cpu.py, the same loop with the Triton kernel's hand-written backward as PyTorch ops) and
-``"triton"`` (triton.py). ``"auto"`` picks Triton on CUDA and ``"cpu"`` on CPU.
+(cpu.py: the same loop and the Triton kernel's hand-written backward compiled in C++,
+``wkv.cpp``; written as PyTorch ops where the C++ kernel cannot be built) and ``"triton"``
+(triton.py). ``"auto"`` picks Triton on CUDA and ``"cpu"`` on CPU.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def wkv_with_state(
         state: (num, den, max), each (B, C): the true sums are num * e^max and den * e^max;
             None starts empty. Feeding the returned state to the next call equals one call on
             the concatenated sequence.
-        backend: "auto", "torch", "triton", or "cpu" (the loop with a hand-written backward).
+        backend: "auto", "torch", "triton", or "cpu" (the loop with a hand-written backward, in
+            C++ where it builds).
 
     Returns:
         y: (B, T, C) in k's dtype; the state after the last token (float32, or float64 for
