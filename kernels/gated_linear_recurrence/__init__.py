@@ -2,7 +2,8 @@
 
 Backends: ``"torch"`` (reference.py, chunked parallel form in PyTorch), ``"cpu"`` (cpu.py, a
 step loop with its own backward for one-element states, dk = dv = 1: RG-LRU, the DNA strand
-cascade, the epigenetic marks; the reference for any other shape), ``"triton"``
+cascade, the epigenetic marks; compiled in C++, ``scalar_scan.cpp``, where it builds, PyTorch
+ops otherwise; the reference for any other shape), ``"triton"``
 (fused_recurrent.py, sequential over time) and ``"chunk"`` (chunk.py, Triton, parallel over time
 within chunks). ``"auto"`` picks, on CUDA, ``"chunk"`` for training (T >= ``CHUNKED_MIN_LENGTH``
 with gradients needed) and ``"triton"`` otherwise; on CPU the step loop for one-element states

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from dogma_evolve.kernels import gated_linear_recurrence
+from dogma_evolve.kernels.gated_linear_recurrence import cpu as scalar_cpu
 from tests.kernels.kernel_checks import (
     assert_all_close,
     device_for,
@@ -151,3 +152,91 @@ def test_one_element_state_loop_in_float32_resumes_and_handles_no_steps() -> Non
         q[:, :, :0], k[:, :, :0], v[:, :, :0], g[:, :, :0], h0, backend="cpu"
     )
     assert empty.shape == (2, 3, 0, 1) and torch.equal(kept, h0)
+
+
+# The C++ kernel (scalar_scan.cpp) behind backend "cpu" for one-element states, and the step
+# loop it falls back to.
+
+needs_cpp = pytest.mark.skipif(not scalar_cpu.available(), reason="the C++ scalar scan did not build here")
+
+
+def _loop_only(monkeypatch):
+    monkeypatch.setattr(scalar_cpu, "_extension", lambda: None)
+
+
+def _block_layout(batch, heads, length, *, dtype=torch.float64, seed=0):
+    """Inputs as the blocks pass them: q = k = ones, v and g transposed views of (B, T, H)."""
+    gen = torch.Generator().manual_seed(seed)
+    v = torch.randn(batch, length, heads, generator=gen, dtype=dtype).transpose(1, 2)[..., None]
+    g = -torch.rand(batch, length, heads, generator=gen, dtype=dtype).transpose(1, 2)
+    ones = torch.ones(batch, heads, length, 1, dtype=dtype)
+    h0 = torch.randn(batch, heads, 1, 1, generator=gen, dtype=dtype)
+    return ones, ones, v, g, h0
+
+
+@needs_cpp
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_compiled_scalar_scan_passes_gradcheck(per_channel) -> None:
+    inputs = make_inputs(2, 3, 7, 1, 1, per_channel=per_channel)
+    assert torch.autograd.gradcheck(_fn("cpu"), [leaf(t) for t in inputs])
+    no_state = [leaf(t) for t in inputs[:4]]
+    assert torch.autograd.gradcheck(lambda q, k, v, g: _fn("cpu")(q, k, v, g, None), no_state)
+
+
+@needs_cpp
+@pytest.mark.parametrize("length", [1, 64, 100])
+@pytest.mark.parametrize("decay", ["mixed", "strong", "weak"])
+def test_compiled_scalar_scan_matches_sequential_float64(length, decay) -> None:
+    """19 heads (a vector body and a remainder): o, the final state and every gradient, the
+    initial state's included, at a tight tolerance; also in the blocks' layout, where q and k
+    are constant ones (the kernel skips their gradients)."""
+    inputs = make_inputs(3, 19, length, 1, 1, per_channel=False, decay=decay)
+    want, want_grads = outputs_and_grads(sequential, [leaf(t) for t in inputs])
+    got, got_grads = outputs_and_grads(_fn("cpu"), [leaf(t) for t in inputs])
+    assert_all_close(got, want, "o and state", rtol=1e-12, atol=1e-13)
+    assert_all_close(got_grads, want_grads, "grads", rtol=1e-11, atol=1e-12)
+    blocks = _block_layout(2, 19, length)  # constant q = k: no gradient asked for them
+    want, want_grads = outputs_and_grads(sequential, [*blocks[:2], *(leaf(t) for t in blocks[2:])])
+    got, got_grads = outputs_and_grads(_fn("cpu"), [*blocks[:2], *(leaf(t) for t in blocks[2:])])
+    assert_all_close(got, want, "o and state (block layout)", rtol=1e-12, atol=1e-13)
+    assert_all_close(got_grads, want_grads, "grads (block layout)", rtol=1e-11, atol=1e-12)
+
+
+@needs_cpp
+def test_compiled_scalar_scan_matches_the_loop_in_float32(monkeypatch) -> None:
+    inputs = make_inputs(16, 48, 64, 1, 1, per_channel=True, dtype=torch.float32)
+    got, got_grads = outputs_and_grads(_fn("cpu"), [leaf(t) for t in inputs])
+    _loop_only(monkeypatch)
+    want, want_grads = outputs_and_grads(_fn("cpu"), [leaf(t) for t in inputs])
+    assert all(t.dtype == torch.float32 for t in got)
+    assert_all_close(got, want, "o and state", rtol=1e-5, atol=1e-5)
+    assert_all_close(got_grads, want_grads, "grads", rtol=1e-5, atol=1e-5)
+
+
+@needs_cpp
+def test_auto_on_cpu_runs_the_compiled_scalar_scan(monkeypatch) -> None:
+    calls = []
+    built = scalar_cpu._extension()
+
+    class Spy:
+        def forward(self, *args):
+            calls.append("forward")
+            return built.forward(*args)
+
+        def backward(self, *args):
+            calls.append("backward")
+            return built.backward(*args)
+
+    monkeypatch.setattr(scalar_cpu, "_extension", lambda: Spy())
+    o, _ = _fn("auto")(*[leaf(t) for t in _block_layout(2, 5, 9)])
+    o.sum().backward()
+    assert calls == ["forward", "backward"]
+
+
+def test_without_the_cpp_kernel_cpu_runs_the_loop(monkeypatch) -> None:
+    _loop_only(monkeypatch)
+    inputs = make_inputs(2, 3, 37, 1, 1, per_channel=False)
+    want, want_grads = outputs_and_grads(sequential, [leaf(t) for t in inputs])
+    got, got_grads = outputs_and_grads(_fn("auto"), [leaf(t) for t in inputs])
+    assert_all_close(got, want, "o and state", rtol=1e-10, atol=1e-12)
+    assert_all_close(got_grads, want_grads, "grads", rtol=1e-9, atol=1e-11)
