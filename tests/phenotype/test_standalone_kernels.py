@@ -3,7 +3,7 @@ package and the Hugging Face directory pick their backend as the project's dispa
 
 Checked in fresh interpreters where our packages cannot be imported:
 
-- on CPU the package's dispatcher picks the fast path (`auto` -> `cpu`), the C++ scan builds,
+- on CPU the package's dispatcher picks the fast path (`auto` -> `cpu`), the C++ kernels build,
   a model's training step goes through it, and every op's CPU path matches the package's own
   reference in float64, forward and gradients (a model's logits and parameter gradients too);
 - without a compiler or ninja it warns once and runs the reference (bit for bit);
@@ -173,6 +173,10 @@ else:
     if MODE == "cpu":
         r["auto_on_cpu"] = _dispatch.resolve_backend("auto", torch.device("cpu"), cpu_path=True)
         r["cpp_built"] = scan_cpu.available()
+        from dogma_model.kernels.gated_linear_recurrence import cpu as scalar_cpu
+        from dogma_model.kernels.wkv import cpu as wkv_cpu
+
+        r["cpp_built_wkv_scalar"] = [wkv_cpu.available(), scalar_cpu.available()]
         backends = {"selective_scan": ["cpu"], "wkv": ["cpu"], "gated_linear_recurrence": ["cpu"]}
         r["ops"] = compare(kernels, backends, 70, 1)  # 70 steps: past the C++ scan's checkpoint
         model = dogma_model.load(dtype=F64).train()
@@ -246,6 +250,7 @@ def test_the_package_picks_the_cpu_fast_paths_and_they_match_its_reference(mamba
     r = run_fresh(mamba_package, "cpu", tmp_path, BLOCKED)
     assert Path(r["kernels_file"]).is_relative_to(mamba_package / PACKAGE)
     assert r["auto_on_cpu"] == "cpu" and r["cpp_built"], r
+    assert r["cpp_built_wkv_scalar"] == [True, True], r  # wkv.cpp, scalar_scan.cpp: compared below
     assert set(r["ops"]) == {"selective_scan/cpu", "wkv/cpu", "gated_linear_recurrence/cpu"}
     assert max(r["ops"].values()) <= 1e-10, r["ops"]  # float64: outputs and every gradient
     # a training step runs the C++ scan; under reference_only it does not, and agrees
@@ -329,7 +334,12 @@ def test_the_phenotype_and_its_export_share_one_cpp_build(mamba_package):
     from dogma_evolve.kernels import _build
 
     exported = (mamba_package / PACKAGE / "kernels" / "_build.py").read_text()
-    source = Path(_build.__file__).parent / "selective_scan" / "selective_scan.cpp"
+    root = Path(_build.__file__).parent
+    sources = [
+        root / "selective_scan" / "selective_scan.cpp",
+        root / "wkv" / "wkv.cpp",
+        root / "gated_linear_recurrence" / "scalar_scan.cpp",
+    ]
     namespace: dict[str, Any] = {}
     exec(compile(exported, "exported_build", "exec"), namespace)  # noqa: S102 - our own written file
-    assert namespace["EMBEDDED"] == {"selective_scan.cpp": source.read_text()}
+    assert namespace["EMBEDDED"] == {source.name: source.read_text() for source in sources}
