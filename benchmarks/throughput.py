@@ -7,7 +7,8 @@ For each model this prints the tokens/s and the achieved FLOP/s (the project's a
 - **the trainer**: `evaluation.trainer.train`, as a candidate of a search trains (the width
   rule's learning rate, the precision ``--precision`` resolves to on this machine);
 - **a plain loop**: the same decoded module under a bare PyTorch loop (AdamW, cross-entropy,
-  backward, step; no project code around the module), so the trainer's own overhead shows;
+  backward, step; no project code around the module: `benchmarks/export_speed.py`'s
+  `plain_loop_tokens_per_s`), so the trainer's own overhead shows;
 
 beside this machine's **GEMM roofline at the model's width**, measured in the same run:
 ``(tokens × d) @ (d × 4d)``, the shape of an MLP's first product at one training batch, best
@@ -23,6 +24,11 @@ generation-0 draw at seed 0, `evolve run`'s defaults), and ladder shapes of four
 ``--steps`` steps from a fresh initialisation at the default fitness's batch (16 × 64 bytes).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/throughput.py --json throughput.json
+
+Last, the **exported winner** (``--export``, on by default): the default run's best at the
+search's size, written as `evolve export` writes it (the standalone package) and trained by
+the same plain loop from its directory, beside the trainer on the same design
+(`benchmarks/export_speed.py`'s ``measure``, best of ``--export-repeats`` interleaved runs).
 
 Run it on a quiet machine, one thread (``OMP_NUM_THREADS=1``, as a search's workers train).
 """
@@ -46,8 +52,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.export_speed import plain_loop_tokens_per_s  # noqa: E402
 from dogma_evolve.evaluation.budget import learning_rate  # noqa: E402
-from dogma_evolve.evaluation.precision import autocast, resolve_precision  # noqa: E402
+from dogma_evolve.evaluation.precision import resolve_precision  # noqa: E402
 from dogma_evolve.evaluation.tasks import Task, get_task  # noqa: E402
 from dogma_evolve.evaluation.tasks.base import derive_seed  # noqa: E402
 from dogma_evolve.evaluation.trainer import train  # noqa: E402
@@ -109,33 +116,6 @@ def gemm_gflops(width: int, dtype: torch.dtype, device: torch.device, tokens: in
         if i >= 2:
             best = min(best, time.perf_counter() - tick)
     return 2 * tokens * width * 4 * width / best / 1e9
-
-
-def plain_loop_tokens_per_s(
-    model: torch.nn.Module, task: Task, steps: int, lr: float, precision: str = "fp32"
-) -> float:
-    """Tokens/s of a bare training loop on ``model``: AdamW (no decay groups, no schedule,
-    no clipping), cross-entropy on the task's batches (drawn before the clock starts), under
-    the same autocast as the trainer for ``precision``; the whole loop timed."""
-    device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    gen = task.train_generator(0)
-    batches = [task.batch(gen, task.train_batch_size) for _ in range(steps)]
-    model.train()
-    _sync(device)
-    tick = time.perf_counter()
-    for inputs, targets in batches:
-        inputs, targets = inputs.to(device), targets.to(device)
-        with autocast(device, precision):
-            logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(
-            logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100
-        )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    _sync(device)
-    return steps * task.train_batch_size * task.seq_len / (time.perf_counter() - tick)
 
 
 def measure(
@@ -267,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="auto", help="auto (resolved here), fp32 or bf16")
     parser.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense bf16 peak")
     parser.add_argument("--json", type=Path, default=None, help="write the rows and the header here")
+    parser.add_argument(
+        "--export", action=argparse.BooleanOptionalAction, default=True, help="the exported winner's speed"
+    )
+    parser.add_argument("--export-repeats", type=int, default=3, help="interleaved runs, the best (3)")
     args = parser.parse_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     precision = resolve_precision(args.precision, device.type)
@@ -294,8 +278,23 @@ def main(argv: list[str] | None = None) -> int:
         with _progress(f"[{i}/{len(models)}] {name}"):
             rows.append(measure(group, name, genome, task, args.steps, precision, device))
     print(table(rows, header))
+    exported: dict[str, float] = {}
+    if args.export:
+        from benchmarks.export_speed import measure as export_measure
+
+        with _progress("the exported winner"):
+            winner = Genome.from_yaml(Path(LADDER_DESIGNS["winner"]).read_text())
+            exported = export_measure(winner, task, args.steps, args.export_repeats, hf=False)
+        trainer = exported["trainer"]
+        print(
+            f"\nthe default run's best, exported (standalone package), {args.steps} steps, best of "
+            f"{args.export_repeats}: trainer {trainer:,.0f} tokens/s; "
+            + "; ".join(
+                f"{way} {v:,.0f} ({v / trainer:.2f}x)" for way, v in exported.items() if way != "trainer"
+            )
+        )
     if args.json is not None:
-        payload = {"header": header, "rows": [asdict(r) for r in rows]}
+        payload = {"header": header, "rows": [asdict(r) for r in rows], "export": exported}
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 
