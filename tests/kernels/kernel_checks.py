@@ -65,3 +65,22 @@ def assert_all_close(
 def leaf(t: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
     """A fresh leaf copy on device that requires grad."""
     return t.detach().to(device).clone().requires_grad_(True)
+
+
+def spy_on_extension(monkeypatch: pytest.MonkeyPatch, module: object) -> list[str]:
+    """Wrap ``module._extension()`` (a CPU path's compiled module) so that each call of its
+    ``forward`` and ``backward`` is listed, in order, in the list returned."""
+    calls: list[str] = []
+    built = module._extension()  # type: ignore[attr-defined]
+
+    class Spy:
+        def forward(self, *args: object) -> object:
+            calls.append("forward")
+            return built.forward(*args)
+
+        def backward(self, *args: object) -> object:
+            calls.append("backward")
+            return built.backward(*args)
+
+    monkeypatch.setattr(module, "_extension", lambda: Spy())
+    return calls

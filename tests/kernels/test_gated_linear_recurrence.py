@@ -14,6 +14,7 @@ from tests.kernels.kernel_checks import (
     leaf,
     outputs_and_grads,
     slow_when_interpreted,
+    spy_on_extension,
 )
 
 BACKENDS = fast_backends(cpu_path=False)
@@ -215,19 +216,7 @@ def test_compiled_scalar_scan_matches_the_loop_in_float32(monkeypatch) -> None:
 
 @needs_cpp
 def test_auto_on_cpu_runs_the_compiled_scalar_scan(monkeypatch) -> None:
-    calls = []
-    built = scalar_cpu._extension()
-
-    class Spy:
-        def forward(self, *args):
-            calls.append("forward")
-            return built.forward(*args)
-
-        def backward(self, *args):
-            calls.append("backward")
-            return built.backward(*args)
-
-    monkeypatch.setattr(scalar_cpu, "_extension", lambda: Spy())
+    calls = spy_on_extension(monkeypatch, scalar_cpu)
     o, _ = _fn("auto")(*[leaf(t) for t in _block_layout(2, 5, 9)])
     o.sum().backward()
     assert calls == ["forward", "backward"]

@@ -15,6 +15,7 @@ from tests.kernels.kernel_checks import (
     leaf,
     outputs_and_grads,
     slow_when_interpreted,
+    spy_on_extension,
 )
 
 BACKENDS = ["cpu", *fast_backends(cpu_path=False)]  # cpu: wkv.cpp, or the loop where it cannot build
@@ -234,19 +235,7 @@ def test_compiled_kernel_matches_the_loop_in_float32(monkeypatch, key_scale) -> 
 
 @needs_cpp
 def test_auto_on_cpu_runs_the_compiled_kernel(monkeypatch) -> None:
-    calls = []
-    built = wkv_cpu._extension()
-
-    class Spy:
-        def forward(self, *args):
-            calls.append("forward")
-            return built.forward(*args)
-
-        def backward(self, *args):
-            calls.append("backward")
-            return built.backward(*args)
-
-    monkeypatch.setattr(wkv_cpu, "_extension", lambda: Spy())
+    calls = spy_on_extension(monkeypatch, wkv_cpu)
     leaves = [leaf(t) for t in make_inputs(2, 5, 3)]
     wkv(*leaves).sum().backward()
     assert calls == ["forward", "backward"]
