@@ -43,6 +43,14 @@ def reference_only() -> Iterator[None]:
         _REFERENCE_ONLY.reset(token)
 
 
+def plain_ops_only() -> bool:
+    """True inside :func:`reference_only`, ``torch.export`` and ``torch.compile``: where an
+    opaque fast path (a compiled kernel, an autograd Function with its backward written out,
+    an op with ``out=``) must give way to plain PyTorch ops. The blocks' own fast paths
+    (`phenotype.blocks`: the DNA lane scan, TetraMemory's neighbour attention) ask it too."""
+    return _REFERENCE_ONLY.get() or torch.compiler.is_exporting() or torch.compiler.is_compiling()
+
+
 def needs_grad(*tensors: torch.Tensor | None) -> bool:
     """True when autograd will record an op on these tensors."""
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
@@ -78,7 +86,7 @@ def resolve_backend(
         )
     if backend != "auto":
         return backend
-    if _REFERENCE_ONLY.get() or torch.compiler.is_exporting() or torch.compiler.is_compiling():
+    if plain_ops_only():
         # Opaque fast paths cannot be traced: torch.export and torch.compile get the
         # reference, which is plain PyTorch ops (evolve export relies on this).
         return "torch"

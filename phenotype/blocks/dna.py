@@ -172,11 +172,14 @@ def lane_distributions(m: torch.Tensor) -> torch.Tensor:
     """m: (B, T, L, S, S) -> p_t = M_t ⋯ M_1 e_0, (B, T, L, S).
 
     On CPU a loop of T matrix-vector products (T·S² work per lane; about 6x faster than the
-    doubling at T = 64, S = 4), run by :class:`_LaneScan` outside autograd; elsewhere the
-    first column of :func:`prefix_products` (log₂T parallel rounds, T·log₂T·S³ work). Equal
-    up to float rounding.
+    doubling at T = 64, S = 4), run by :class:`_LaneScan` outside autograd; elsewhere, and
+    wherever plain ops are needed (``torch.export``, ``torch.compile``, the export's reference
+    check: `kernels._dispatch.plain_ops_only`), the first column of :func:`prefix_products`
+    (log₂T parallel rounds, T·log₂T·S³ work). Equal up to float rounding.
     """
-    if m.device.type != "cpu":
+    from dogma_evolve.kernels._dispatch import plain_ops_only
+
+    if m.device.type != "cpu" or plain_ops_only():  # traced (torch.export): plain ops
         return prefix_products(m)[..., 0]
     return _LaneScan.apply(m)
 

@@ -190,6 +190,11 @@ def neighbour_attention(
 ) -> torch.Tensor:
     """q: (..., 1, D), k, v: (..., K, D), bias broadcastable to (..., 1, K) (-inf: a masked
     bond; every site keeps one) -> softmax(q kᵀ/√D + bias) v: (..., 1, D)."""
+    from dogma_evolve.kernels._dispatch import plain_ops_only
+
+    if plain_ops_only():  # traced (torch.export, torch.compile): autograd's own backward
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]) + bias
+        return torch.softmax(scores, -1) @ v
     return _NeighbourAttention.apply(q, k, v, bias)
 
 

@@ -144,3 +144,22 @@ def test_max_indices_are_argmax_with_ties() -> None:
     torch.manual_seed(0)
     z = torch.randint(0, 3, (64, 7, 5, 6)).float()  # many ties
     assert torch.equal(z.max(-2).indices, z.argmax(-2))
+
+
+@pytest.mark.parametrize("kind", ["dna", "tetra", "tetra_reach"])
+def test_a_torch_export_of_the_fast_blocks_runs_as_plain_ops(kind):
+    """`evolve export` writes `model.pt2` with `torch.export`: the blocks' CPU fast paths (the
+    lane scan's `out=` loop, TetraMemory's written-out backward) must give way to plain ops
+    there (`kernels._dispatch.plain_ops_only`), or the exported program fails on weights that
+    require gradients (the end-to-end export test's failure)."""
+    from dogma_evolve.phenotype import decode
+    from tests.phenotype.phenotype_helpers import block_genome
+
+    torch.manual_seed(0)
+    model = decode(block_genome(kind, d_model=32, vocab=29, max_len=16)).eval()
+    ids = torch.randint(0, 29, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = model(ids)
+    program = torch.export.export(model, (ids,)).module()
+    got = program(ids)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
