@@ -209,7 +209,9 @@ class _LaneScan(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         ms, out = ctx.saved_tensors
-        g = grad.movedim(1, 0).contiguous()  # (T, B, L, S), becomes the adjoint a_t in place
+        # (T, B, L, S), becomes the adjoint a_t in place: always a copy, never the caller's
+        # gradient (a time-major one, e.g. `randn_like` of the output, would be `contiguous()`)
+        g = grad.movedim(1, 0).clone(memory_format=torch.contiguous_format)
         product = torch.empty_like(ms[0])
         gs, m_s = g.unbind(0), ms.unbind(0)
         for t in range(len(gs) - 1, 0, -1):
