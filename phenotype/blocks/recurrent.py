@@ -6,9 +6,16 @@
           h_t = (1 - z)⊙n + z⊙h_{t-1}
     y_t = h_t W_out (hidden -> d_model)
 
-Training uses PyTorch's fused `nn.LSTM` / `nn.GRU` (cuDNN on CUDA); `step` runs the same
-module on one token with the carried (h, c) / h. The recurrences' matrix work is declared in
-`extra_flops_per_token` (fused kernels are opaque to a FLOP counter on some backends).
+The parameters are PyTorch's `nn.LSTM` / `nn.GRU` (`rnn.weight_ih_l0` (gates*H, D),
+`rnn.weight_hh_l0` (gates*H, H), `rnn.bias_ih_l0`, `rnn.bias_hh_l0`; gate order i, f, g, o and
+r, z, n). The GRU's training forward on CPU (gradients needed, float32/float64, outside
+`torch.export`/`torch.compile`/`reference_only`: `kernels.recurrent.gru_fast_path`) runs the
+fused C++ kernel `kernels.recurrent.gru`, one call forward and one backward instead of the
+per-step cell ops autograd records for `nn.GRU`, with the same outputs and gradients; the rest
+(the LSTM, CUDA (cuDNN), inference, other dtypes, a kernel that did not build) runs the
+module itself. `step` runs the module on one token with the carried (h, c) / h. The
+recurrences' matrix work is declared in `extra_flops_per_token` (fused kernels are opaque to a
+FLOP counter on some backends).
 """
 
 from __future__ import annotations
@@ -68,10 +75,24 @@ class FusedRecurrence(Mixer[LSTMConfig]):
         device_type = x.device.type
         if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
             with torch.autocast(device_type, enabled=False):
-                h = self.rnn(x.to(self.out_proj.weight.dtype))[0]
+                h = self._states(x.to(self.out_proj.weight.dtype))
         else:
-            h = self.rnn(x)[0]
+            h = self._states(x)
         return self.out_proj(h)
+
+    def _states(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, T, D) -> every state h_t: (B, T, H), from zero. The GRU's training path on
+        CPU is the fused C++ kernel (same parameters, same result); everything else
+        `nn.GRU` / `nn.LSTM`."""
+        rnn = self.rnn
+        if isinstance(rnn, nn.GRU):
+            from dogma_evolve.kernels._dispatch import needs_grad
+            from dogma_evolve.kernels.recurrent import gru, gru_fast_path
+
+            weights = tuple(rnn.all_weights[0])  # weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0
+            if needs_grad(x, *weights) and gru_fast_path(x, *weights):
+                return gru(x, *weights, backend="cpu")
+        return rnn(x)[0]
 
     def init_state(self, batch: int) -> Any:
         h = self.out_proj.weight.new_zeros(1, batch, self.cfg.hidden)
