@@ -12,10 +12,12 @@ r, z, n). The GRU's training forward on CPU (gradients needed, float32/float64, 
 `torch.export`/`torch.compile`/`reference_only`: `kernels.recurrent.gru_fast_path`) runs the
 fused C++ kernel `kernels.recurrent.gru`, one call forward and one backward instead of the
 per-step cell ops autograd records for `nn.GRU`, with the same outputs and gradients; the rest
-(the LSTM, CUDA (cuDNN), inference, other dtypes, a kernel that did not build) runs the
-module itself. `step` runs the module on one token with the carried (h, c) / h. The
-recurrences' matrix work is declared in `extra_flops_per_token` (fused kernels are opaque to a
-FLOP counter on some backends).
+(CUDA (cuDNN), inference, other dtypes, a kernel that did not build) runs the module itself,
+and so does the LSTM: PyTorch's CPU LSTM already trains through oneDNN's fused LSTM, forward
+and backward, which a C++ LSTM written like the GRU's did not beat (about 21.8 against 20.2 ms
+at batch 16 x 64, d_model 96, hidden 192, one thread). `step` runs the module on one token
+with the carried (h, c) / h. The recurrences' matrix work is declared in
+`extra_flops_per_token` (fused kernels are opaque to a FLOP counter on some backends).
 """
 
 from __future__ import annotations
