@@ -5,15 +5,26 @@ The compiled module is cached in torch's extensions directory (``TORCH_EXTENSION
 two checkouts, or a checkout and a model exported from it (whose copy of this module carries
 the source as text, ``EMBEDDED``), share one build. When no compiler (or ninja) is present
 the build fails once, a warning says so, and callers fall back to the PyTorch reference.
+
+torch guards a build with a ``lock`` file in the build directory and makes every later load
+wait until that file is gone; a builder killed mid-build (a worker a fault test kills, a
+Ctrl-C) leaves it behind, and every later load in any process then waits forever. So each
+build here runs under an advisory ``flock`` on ``<build dir>.flock`` (the kernel drops it when
+its holder dies): a ``lock`` file found while holding it was left by a dead builder and is
+removed. Builders of another copy of this module without the guard (an export written before
+it) are not covered.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -80,18 +91,35 @@ def _load(name: str, text: str) -> ModuleType | None:
     key = hashlib.sha256("\0".join([text, *flags]).encode()).hexdigest()[:12]
     module = f"dogma_{name}_{suffix}_{key}"
     try:
-        from torch.utils.cpp_extension import load
+        from torch.utils.cpp_extension import _get_build_directory, load
 
-        return load(
-            name=module,
-            sources=[str(_written(module, text))],
-            extra_cflags=flags,
-            extra_ldflags=["-fopenmp"],
-            verbose=False,
-        )
+        build_directory = Path(_get_build_directory(module, verbose=False))
+        with _sole_builder(build_directory):
+            return load(
+                name=module,
+                sources=[str(_written(module, text))],
+                extra_cflags=flags,
+                extra_ldflags=["-fopenmp"],
+                build_directory=str(build_directory),
+                verbose=False,
+            )
     except Exception as error:  # compiler, ninja or headers missing: degrade, never crash
         _failed(name, error)
         return None
+
+
+@contextlib.contextmanager
+def _sole_builder(build_directory: Path) -> Iterator[None]:
+    """Hold ``<build_directory>.flock`` exclusively, and remove torch's ``lock`` file in
+    ``build_directory`` if one is there: every builder holds the flock while its ``lock``
+    exists, so one found under it belongs to a builder that died (module docstring)."""
+    with open(build_directory.with_name(build_directory.name + ".flock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            (build_directory / "lock").unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _failed(name: str, error: BaseException) -> None:
