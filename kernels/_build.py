@@ -18,7 +18,6 @@ it) are not covered.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import os
@@ -113,6 +112,11 @@ def _sole_builder(build_directory: Path) -> Iterator[None]:
     """Hold ``<build_directory>.flock`` exclusively, and remove torch's ``lock`` file in
     ``build_directory`` if one is there: every builder holds the flock while its ``lock``
     exists, so one found under it belongs to a builder that died (module docstring)."""
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system (an exported model on Windows): torch's lock alone
+        yield
+        return
     with open(build_directory.with_name(build_directory.name + ".flock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
