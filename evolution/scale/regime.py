@@ -16,8 +16,12 @@ per parameter ``r`` (``D = r·N``, N the non-embedding parameters, Kaplan et al.
   labelled, never called a scaling law.
 
 **The epoch cap.** A point that would pass over the task's training text more than
-``MAX_EPOCHS`` times is refused (``epoch_cap``, one line that names the largest size the
-text allows): beyond it the held-out loss measures memorisation more than scale.
+``MAX_EPOCHS`` times is refused (``epoch_cap``, one line that names the option, the tokens,
+the text's and the largest size the text allows, ``largest_size`` in whole steps as a plan
+trains): beyond it the held-out loss measures memorisation more than scale. A fitness is
+held to the same cap (``steps_cap``: `evolve run`'s ``--steps``, `evolve calibrate`'s
+``--target``), and `evolve run` checks its settings before a run exists
+(`evolution.preflight.check_text`).
 
 **Default sizes** (``default_top``): the largest size is the one whose ``r·N`` tokens are one
 pass over the text (the compute-optimal regime) or, where that leaves less than
@@ -99,34 +103,85 @@ def classify(
     )
 
 
-def largest_size(text_tokens: int, per_param: float, epochs: float) -> int:
-    """The most non-embedding parameters whose ``per_param·N`` tokens fit ``epochs`` passes."""
-    return int(text_tokens * epochs / per_param)
+def largest_size(text_tokens: int, per_param: float, epochs: float, per_step: int = 1) -> int:
+    """The most non-embedding parameters whose ``per_param·N`` tokens fit ``epochs`` passes,
+    trained in whole steps of ``per_step`` tokens as a plan trains them
+    (``max(1, round(per_param·N / per_step))`` steps): the largest size a refusal names."""
+    steps = int(text_tokens * epochs / per_step)
+    n = int((steps + 0.5) * per_step / per_param)
+    while n > 0 and max(1, round(per_param * n / per_step)) > steps:
+        n -= 1
+    return n
+
+
+def passes(epochs: float) -> str:
+    """``epochs`` for a refusal: one decimal, more where one would round down to the cap."""
+    return f"{epochs:.1f}" if round(epochs, 1) > MAX_EPOCHS else f"{epochs:.4f}"
+
+
+def over_cap(epochs: float | None) -> bool:
+    """Whether ``epochs`` passes over a text are more than ``MAX_EPOCHS``."""
+    return epochs is not None and epochs > MAX_EPOCHS + 1e-9
 
 
 def epoch_cap(
     points: Sequence[tuple[int, int, float | None]],
     text_tokens: int | None,
     per_param: Sequence[float | None],
+    setting: str = "--sizes",
+    what: str = "size(s)",
+    hint: str = "--task bytelm:PATH",
+    per_step: int = 1,
 ) -> None:
     """Refuse (``LadderError``, one line) any point ``(params, tokens, epochs)`` over
-    ``MAX_EPOCHS`` passes of the text (module docstring)."""
-    over = [p for p in points if p[2] is not None and p[2] > MAX_EPOCHS + 1e-9]
+    ``MAX_EPOCHS`` passes of the text (module docstring): the line names ``setting`` (the
+    option that asked for it), the tokens of the worst point, the text's tokens and the
+    largest size the text allows in whole steps of ``per_step`` tokens (``hint``: how to
+    give a larger text)."""
+    over = [p for p in points if over_cap(p[2])]
     if not over or not text_tokens:
         return
     worst = max(over, key=lambda p: p[2] or 0.0)
+    most, params, tokens = passes(worst[2] or 0.0), worst[0], worst[1]
     ratios = [r for r in per_param if r is not None]
-    allow = (
-        f"the text allows at most {largest_size(text_tokens, max(ratios), MAX_EPOCHS):,} parameters at "
-        f"{max(ratios):g} tokens/param; "
-        if ratios
-        else ""
-    )
+    if not ratios:  # a fixed token count: the same for every size
+        allowed = largest_size(text_tokens, 1.0, MAX_EPOCHS, per_step)
+        raise LadderError(
+            f"{setting}: {tokens:,} tokens a size would pass over the {text_tokens:,}-token training "
+            f"text more than {MAX_EPOCHS:g} times ({most}): the held-out loss would measure "
+            f"memorisation, not scale; the text allows at most {allowed:,} tokens a size; use a "
+            f"smaller {setting} or a larger text ({hint})"
+        )
+    r = max(ratios)
+    allowed = largest_size(text_tokens, r, MAX_EPOCHS, per_step)
     raise LadderError(
-        f"{len({p[0] for p in over})} size(s) from {min(p[0] for p in over):,} parameters would pass over "
-        f"the {text_tokens:,}-token training text more than {MAX_EPOCHS:g} times (up to {worst[2]:.1f} at "
-        f"{worst[0]:,}): their held-out loss would measure memorisation, not scale; {allow}use smaller "
-        "--sizes, fewer tokens or a larger text (--task bytelm:PATH)"
+        f"{setting}: {len({p[0] for p in over})} {what} from {min(p[0] for p in over):,} parameters would "
+        f"pass over the {text_tokens:,}-token training text more than {MAX_EPOCHS:g} times (up to "
+        f"{most} at {params:,} parameters: {tokens:,} tokens): their held-out loss would measure "
+        f"memorisation, not scale; the text allows at most {allowed:,} parameters at {r:g} "
+        f"tokens/param; use smaller {setting}, fewer tokens per parameter or a larger text ({hint})"
+    )
+
+
+def steps_cap(
+    setting: str, steps: int, per_step: int, text_tokens: int | None, task: str, multiple: int = 1
+) -> None:
+    """Refuse (``LadderError``, one line) a training of up to ``multiple × steps`` steps of
+    ``per_step`` tokens that passes over ``task``'s training text more than ``MAX_EPOCHS``
+    times (a fitness is read on held-out text as a ladder's points are): the line names
+    ``setting``, the tokens, the text's and the most ``steps`` the text allows."""
+    if not text_tokens:
+        return
+    tokens = multiple * steps * per_step
+    if not over_cap(tokens / text_tokens):
+        return
+    most = largest_size(text_tokens, multiple * per_step, MAX_EPOCHS)
+    times = f", up to {multiple}x under --budget flops," if multiple > 1 else ""
+    raise LadderError(
+        f"{setting} {steps:,}: a candidate trains{times} on {multiple * steps:,} steps of {per_step:,} "
+        f"tokens, {tokens:,} tokens: {passes(tokens / text_tokens)} passes over the {task} task's "
+        f"{text_tokens:,}-token training text, more than {MAX_EPOCHS:g}: its held-out loss would "
+        f"measure memorisation; the text allows at most {setting} {most:,}"
     )
 
 
@@ -167,5 +222,8 @@ __all__ = [
     "default_top",
     "epoch_cap",
     "largest_size",
+    "over_cap",
+    "passes",
+    "steps_cap",
     "text_tokens_of",
 ]

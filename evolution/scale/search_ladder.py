@@ -58,6 +58,7 @@ from dogma_evolve.genome import Genome
 from dogma_evolve.store import LadderRankIn, Store, TransferIn
 
 LADDER_BOOT = 1000
+LADDER_TEXT_HINT = "create_search(ladder_task='bytelm:PATH')"  # how a run's ladder gets a larger text
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,13 @@ class LadderSettings:
         if self.tokens is not None:
             return Budget(tokens=self.tokens)
         return Budget(per_param=self.tokens_per_param)
+
+    @property
+    def setting(self) -> str:
+        """The `evolve run` option a refusal of this ladder names."""
+        if self.tokens is not None:
+            return "--ladder-tokens"
+        return "--ladder-sizes" if self.sizes else "--ladder-tokens-per-param"
 
     @classmethod
     def of(cls, config: Any) -> LadderSettings:
@@ -206,6 +214,8 @@ def plan_elite(candidates: Sequence[Any], settings: LadderSettings) -> list[Elit
                 [settings.budget],
                 settings.seeds,
                 settings.timeout_s,
+                setting=settings.setting,
+                hint=LADDER_TEXT_HINT,
             )
         except LadderError as e:
             elite.note = str(e)

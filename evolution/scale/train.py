@@ -193,6 +193,35 @@ class Plan:
         return [p for p in self.points if p.status is not None]
 
 
+def steps_of(budget: Budget, params: int, per_step: int) -> int:
+    """A point's steps (module docstring): the budget's tokens at ``params`` over the task's
+    tokens per step, rounded, at least 1."""
+    return max(1, round(budget.target(params) / per_step))
+
+
+def default_setting(budgets: Sequence[Budget]) -> str:
+    """The option of `evolve scale` a refusal of ``budgets`` names."""
+    return "--tokens" if all(b.tokens is not None for b in budgets) else "--sizes"
+
+
+def check_fed(task: str, sizes: Sequence[float], budgets: Sequence[Budget], setting: str, hint: str) -> None:
+    """The epoch cap (`evolution.scale.regime`) of a ladder at the parameter targets ``sizes``
+    before any design is resized: the points ``make_plan`` would make if every rung hit its
+    target (`evolve run --ladder` checks its ``--ladder-sizes`` at startup this way; each
+    elite's rungs, within a factor of 2 of the targets, are checked again by ``make_plan``)."""
+    t = get_task(task)
+    per_step = t.train_batch_size * t.seq_len
+    data = text_tokens_of(t)
+    if not data:
+        return
+    points = []
+    for size in sizes:
+        for budget in budgets:
+            tokens = steps_of(budget, round(size), per_step) * per_step
+            points.append((round(size), tokens, tokens / data))
+    epoch_cap(points, data, [b.per_param for b in budgets], setting, hint=hint, per_step=per_step)
+
+
 def make_plan(
     design: Design,
     axis: str,
@@ -203,12 +232,16 @@ def make_plan(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     strict: bool = True,
     min_decades: float | None = None,
+    setting: str | None = None,
+    hint: str = "--task bytelm:PATH",
 ) -> Plan:
     """The ladder's points (module docstring); ``LadderError`` (one line) when it cannot
     determine a fit: fewer than 2 seeds, a ladder ``scale_ladder.ladder`` refuses (``strict``:
     as there), or a point over the epoch cap (`evolution.scale.regime`). Without ``sizes`` the
     largest default size is what the task's text allows (``regime.default_top``).
-    ``min_decades``: as `ladder` takes it (a comparison at matched sizes, no fit)."""
+    ``min_decades``: as `ladder` takes it (a comparison at matched sizes, no fit); ``setting``:
+    the option the epoch cap's refusal names (default ``--sizes``, ``--tokens`` for fixed counts),
+    ``hint`` how to give a larger text."""
     if seeds < 2:
         raise LadderError(f"{seeds} seed(s): an interval needs at least 2 seeds at every size (--seeds)")
     if seeds > MAX_SEEDS:
@@ -239,7 +272,7 @@ def make_plan(
     points = []
     for i, rung in enumerate(rungs):
         for j, budget in enumerate(budgets):
-            steps = max(1, round(budget.target(rung.params) / per_step))
+            steps = steps_of(budget, rung.params, per_step)
             for k in range(seeds):
                 points.append(
                     LadderPoint(
@@ -258,7 +291,14 @@ def make_plan(
                         total_params=rung.total_params,
                     )
                 )
-    epoch_cap([(p.params, p.tokens, p.epochs) for p in points], data, [b.per_param for b in budgets])
+    epoch_cap(
+        [(p.params, p.tokens, p.epochs) for p in points],
+        data,
+        [b.per_param for b in budgets],
+        setting or default_setting(budgets),
+        hint=hint,
+        per_step=per_step,
+    )
     plan = Plan(design, axis, task, rungs, list(budgets), seeds, timeout_s, per_step, points)
     first = budgets[0]
     plan.regime = classify(first.per_param, first.tokens, [p.epochs for p in points if p.budget == 0], data)
