@@ -63,6 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Parse, then the library (`evolution.study`: `create_search` or `load_search`, then
     `Search.optimize`), then print."""
     from dogma_evolve.evaluation.environment import EnvironmentFailure
+    from dogma_evolve.evolution.preflight import check_text  # torch, as the library
     from dogma_evolve.evolution.report.summary import (  # torch, as the library
         best_individual,
         individual_summary,
@@ -86,6 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # its user tasks, imported with the code they were pinned to (and named on stderr)
         import_stored_tasks(search.run.task.split(","), f"resuming run {search.run_id}")
         import_stored_plugins(search.run.config, f"resuming run {search.run_id}")  # and block kinds
+        check_text(search.config, search.stored.space)  # its ladder options anew: before the display
     else:
         search = create_search(args.store, **overrides)  # every check, before a run exists
         say_imported(search.config.task_code)  # a user's task was imported by RunConfig

@@ -6,8 +6,10 @@
 ``"my_tasks:Parity?length=12"``), a task class or a task object
 (`evolution.study.task_arg`). Every other keyword is a `RunConfig` field (``population``,
 ``seed``, ``steps``, ``generations``, ``max_evaluations``, ``strategy``, ``objectives`` ...),
-checked by `RunConfig` exactly as `evolve run` checks its options. Every refusal is a
-one-line `UsageError` (a `StoreError` for the store itself) before a run exists.
+checked by `RunConfig` exactly as `evolve run` checks its options, and by
+`evolution.preflight` (a genome budget no genome fits, a training past a text's epoch cap).
+Every refusal is a one-line `UsageError` (a `StoreError` for the store itself) before a run
+exists.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def create_search(
     it when run again. A user's task is imported, checked and pinned to its code here."""
     _refuse_while_imported()
     from dogma_evolve.evolution.config import RunConfig
-    from dogma_evolve.evolution.preflight import check_feasible
+    from dogma_evolve.evolution.preflight import check_feasible, check_text
 
     unknown = sorted(set(options) - set(RunConfig.__dataclass_fields__) - {"task_code"})
     if unknown or "task_code" in options:
@@ -54,6 +56,7 @@ def create_search(
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
     space = check_feasible(config)  # the run's space, built once
+    check_text(config, space)  # no training of the run repeats a text past the epoch cap
     opened, owns = _open(store, create=not config.memory_from)
     try:
         if config.memory_from:  # the run's id in full (the space reads none of it)

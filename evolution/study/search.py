@@ -99,12 +99,15 @@ class Search:
         (`GenerationReport`) after every committed generation; see `evolution.study.running`
         for what an exception in one, `stop()` and Ctrl-C leave behind. Refused: a user task
         whose code changed since it was pinned (UsageError), a run another live driver
-        holds (`store.liveness.RunHeld`)."""
+        holds (`store.liveness.RunHeld`), a training past a text's epoch cap (UsageError,
+        `evolution.preflight.check_text`: a resume's ladder options are checked here)."""
         from dogma_evolve.evolution.engine import Engine  # torch
+        from dogma_evolve.evolution.preflight import check_text
         from dogma_evolve.evolution.rules import evaluations_spent
 
         stored = self.stored  # KeyError: no such run
         config = stored.config
+        check_text(config, stored.space)  # a resume's --ladder-sizes too, before anything is written
         spent = evaluations_spent(self.store, self.run_id, config.task, len(config.tasks))
         stop = stopping(self.run.last_generation, spent, generations, evaluations)
         self.stop_requested = False
