@@ -1,20 +1,22 @@
 """A calibration's language target: how the fitness ranks the panel against English text.
 
 With ``--against TASK`` (``bytelm_en``: the King James Bible and Wikipedia articles, bytes)
-every panel member is also trained on that text **compute-optimally**, ``tokens_per_param``
-(20, Hoffmann et al. 2022) tokens per non-embedding parameter, at each of ``sizes``: 1 is the
-member as the search trains it (at the text's vocabulary and context: the rule pins them as a
-search pins its tasks'), 4 and 16 the member grown by the ladder's resize rule (the
-`evolve scale` rule, ``Design.shapes("both")``: width on the ladder's grid, depth in
-proportion) to the shape whose non-embedding parameters N are nearest ``size`` times its own
-(in log N). A size's point trains ``round(tokens_per_param · N / tokens_per_step)`` steps on
-the text's own batch and context; one whose tokens would pass over the training text more
-than ``MAX_EPOCHS`` times is not trained (its held-out loss would measure memorisation) and
-counts as over the text. With ``max_params`` (``--against-max-params``, for a machine's time: a
-member's 4x costs about 16 times its 1x) a point above that many non-embedding parameters is not
-trained either and counts as capped; a size's rankings are over the members trained there, and
-each larger size also reports the smallest size's rankings on those same members, so what a
-cap leaves out cannot pass for a change with size.
+every panel member is also trained on that text **compute-optimally**, ``tokens_per_param`` (20,
+Hoffmann et al. 2022) tokens per non-embedding parameter, at each of ``sizes``: 1 is the member
+as the search trains it (at the text's vocabulary and context: the rule pins them as a search
+pins its tasks'), 4 and 16 the member grown by the ladder's resize rule (the `evolve scale`
+rule, ``Design.shapes("both")``: width on the ladder's grid, depth in proportion) to the shape
+whose non-embedding parameters N are nearest ``size`` times its own (in log N). A size's point
+trains ``round(tokens_per_param · N / tokens_per_step)`` steps on the text's own batch and
+context; one whose tokens would pass over the training text more than ``MAX_EPOCHS`` times is
+not trained (its held-out loss would measure memorisation) and counts as over the text; `evolve
+calibrate` refuses such a target before anything is stored (``check_fed``) unless
+``--against-max-params`` leaves those members out. With ``max_params``
+(``--against-max-params``, for a machine's time: a member's 4x costs about 16 times its 1x) a
+point above that many non-embedding parameters is not trained either and counts as capped; a
+size's rankings are over the members trained there, and each larger size also reports the
+smallest size's rankings on those same members, so what a cap leaves out cannot pass for a
+change with size.
 
 **The target** of a member at a size is its held-out loss there (nats per byte, lower is
 better). Each fitness the calibration measures (the quality at every rung and at the long
@@ -34,12 +36,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dogma_evolve.evaluation.scaling import LadderError
 from dogma_evolve.evaluation.tasks import derive_seed
 from dogma_evolve.evaluation.transfer import MIN_PAIRS, RESAMPLES, rank_transfer
 from dogma_evolve.evolution.calibrate.panel import CalibrateError, Member, family_of
 from dogma_evolve.evolution.calibrate.stats import compare, distribution, scores
 from dogma_evolve.evolution.scale.ladder import Design
-from dogma_evolve.evolution.scale.regime import MAX_EPOCHS, text_tokens_of
+from dogma_evolve.evolution.scale.regime import (
+    MAX_EPOCHS,
+    epoch_cap,
+    largest_size,
+    over_cap,
+    passes,
+    text_tokens_of,
+)
 from dogma_evolve.genome import Genome
 from dogma_evolve.store import TransferIn
 
@@ -77,6 +87,7 @@ class Grown:
     params: int
     steps: int | None
     seed: int
+    tokens: int = 0  # what its training takes, trained or not
 
 
 def label(size: float) -> str:
@@ -157,11 +168,56 @@ def grow_panel(members: Sequence[Member], target: TextTarget) -> list[Grown]:
             genome = grow(m.genome, size, pinned, m.name)
             n = non_embedding(genome)
             steps = max(1, round(target.tokens_per_param * n / per_step))
-            if (text and steps * per_step > MAX_EPOCHS * text) or target.capped(n):
-                out.append(Grown(i, size, genome, n, None, 0))
+            tokens = steps * per_step
+            if (text and over_cap(tokens / text)) or target.capped(n):
+                out.append(Grown(i, size, genome, n, None, 0, tokens))
                 continue
-            out.append(Grown(i, size, genome, n, steps, derive_seed("eval", genome.id, target.task)))
+            out.append(Grown(i, size, genome, n, steps, derive_seed("eval", genome.id, target.task), tokens))
     return out
+
+
+def check_fed(grown: Sequence[Grown], target: TextTarget) -> None:
+    """Refuse (``CalibrateError``, one line, before anything trains; `evolve calibrate` checks
+    its plan so) a target the text cannot feed: an ``--against-max-params`` above the largest
+    size whose tokens fit ``MAX_EPOCHS`` passes over the text (`scale.regime.largest_size`), or
+    a size at which members would pass over it more often (`scale.regime.epoch_cap`) that no
+    such cap leaves out. A library plan keeps such points untrained, counted "over the text"."""
+    from dogma_evolve.evaluation.tasks import get_task
+
+    task = get_task(target.task)
+    text = text_tokens_of(task)
+    if not text:
+        return
+    r = target.tokens_per_param
+    per_step = task.train_batch_size * task.seq_len
+    most = largest_size(text, r, MAX_EPOCHS, per_step)
+    cap = target.max_params
+    if cap is not None and cap > most:
+        tokens = max(1, round(r * cap / per_step)) * per_step  # as `grow_panel` trains it
+        raise CalibrateError(
+            f"--against-max-params {cap:,}: a member of {cap:,} non-embedding parameters trains on "
+            f"{tokens:,} tokens at {r:g} tokens/param, {passes(tokens / text)} passes over the "
+            f"{target.task} task's {text:,}-token training text, more than {MAX_EPOCHS:g}: the text "
+            f"allows at most --against-max-params {most:,}"
+        )
+    for size in target.sizes:
+        over = [
+            (g.params, g.tokens, g.tokens / text)
+            for g in grown
+            if g.size == size and g.steps is None and not target.capped(g.params)
+        ]
+        try:
+            epoch_cap(
+                over,
+                text,
+                [r],
+                "--sizes",
+                what=f"member(s) at {label(size)}",
+                hint=f"--against bytelm:PATH; or --against-max-params {most} leaves those members out",
+                per_step=per_step,
+            )
+        except LadderError as e:
+            raise CalibrateError(str(e)) from None
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -310,6 +366,7 @@ def text_transfer_rows(rows: Sequence[dict[str, Any]], full: int) -> list[Transf
 __all__ = [
     "Grown",
     "TextTarget",
+    "check_fed",
     "family_of",
     "family_rows",
     "grow",

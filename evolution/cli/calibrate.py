@@ -156,7 +156,7 @@ def plan_of(args: argparse.Namespace) -> Any:
     every refusal is a one-line ``UsageError``, before anything is written."""
     from dogma_evolve.evolution.calibrate.calibration import CalibrateError, make_plan  # torch
     from dogma_evolve.evolution.calibrate.panel import stored_best
-    from dogma_evolve.evolution.calibrate.text import make_target
+    from dogma_evolve.evolution.calibrate.text import check_fed, make_target
     from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
 
     check_training_options(args)
@@ -175,7 +175,7 @@ def plan_of(args: argparse.Namespace) -> Any:
             config = RunConfig(task=args.task, steps=args.steps, max_params=args.max_params)
             with output.open_reader(args.store) as store:
                 extra = stored_best(DogmaSpace.from_config(config), store, runs)
-        return make_plan(
+        plan = make_plan(
             args.task,
             args.steps,
             _rungs(args),
@@ -194,8 +194,30 @@ def plan_of(args: argparse.Namespace) -> Any:
             extra=extra,
             from_runs=runs,
         )
+        if text is not None:  # a size or cap the text cannot feed: refused, not left untrained
+            check_fed(list(plan.grown.values()), text)
+        check_target_fed(plan, args.target is None)
     except (CalibrateError, ValueError) as e:
         raise UsageError(" ".join(str(e).split())) from None
+    return plan
+
+
+def check_target_fed(plan: Any, default: bool) -> None:
+    """Refuse (``LadderError``, one line) a ``--target`` (the longest fitness training) that
+    passes over a task's training text more than the epoch cap allows (`scale.regime.steps_cap`,
+    as `evolve run` checks its ``--steps``)."""
+    from dogma_evolve.evaluation.scaling import LadderError
+    from dogma_evolve.evaluation.tasks import task_facts
+    from dogma_evolve.evolution.scale.regime import steps_cap, text_tokens_of
+
+    for name in plan.tasks:
+        task = task_facts(name)  # a user's task: imported by pin_task_option
+        per_step = task.train_batch_size * task.seq_len
+        try:
+            steps_cap("--target", plan.ladder.target, per_step, text_tokens_of(task), name)
+        except LadderError as e:
+            said = f" (the default --target is {TARGET_FACTOR} x --steps)" if default else ""
+            raise LadderError(f"{e}{said}") from None
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
