@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from dogma_evolve.kernels import _build
 
 TINY = """
@@ -41,6 +43,7 @@ def test_a_live_builder_keeps_the_others_out(tmp_path: Path) -> None:
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
+@pytest.mark.slow  # compiles a (tiny) extension in a fresh interpreter
 def test_a_build_after_a_killed_one_completes(tmp_path: Path) -> None:
     """The stale ``lock`` a killed build leaves (placed here by hand in the build directory)
     does not stop a new process from building and loading the extension."""
