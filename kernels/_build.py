@@ -1,9 +1,10 @@
 """Build-on-first-use of the C++ CPU kernels through ``torch.utils.cpp_extension.load``.
 
 The compiled module is cached in torch's extensions directory (``TORCH_EXTENSIONS_DIR`` or
-``~/.cache/torch_extensions``), named by a hash of the source's text and the compiler flags:
-two checkouts, or a checkout and a model exported from it (whose copy of this module carries
-the source as text, ``EMBEDDED``), share one build. When no compiler (or ninja) is present
+``~/.cache/torch_extensions``), named by a hash of the source's text, the compiler flags and
+torch's include paths (``module_name``): two checkouts on one torch installation, or a
+checkout and a model exported from it (whose copy of this module carries the source as text,
+``EMBEDDED``), share one build; another environment builds its own. When no compiler (or ninja) is present
 the build fails once, a warning says so, and callers fall back to the PyTorch reference.
 
 torch guards a build with a ``lock`` file in the build directory and makes every later load
@@ -84,11 +85,22 @@ def load_cpu_extension(name: str, source: Path) -> ModuleType | None:
     return _load(name, text)
 
 
+def module_name(name: str, text: str) -> str:
+    """The compiled module's (and its build folder's) name: ``dogma_<name>_<isa>_<key>``, the
+    key a hash of the source, the compiler flags and torch's include paths. The include paths
+    name the virtual environment torch lives in, and torch's build file names them too: two
+    environments sharing one build folder would each rebuild it whenever the other had."""
+    from torch.utils.cpp_extension import include_paths
+
+    suffix, flags = _cpu_flags()
+    key = hashlib.sha256("\0".join([text, *flags, *include_paths()]).encode()).hexdigest()[:12]
+    return f"dogma_{name}_{suffix}_{key}"
+
+
 @functools.cache
 def _load(name: str, text: str) -> ModuleType | None:
-    suffix, flags = _cpu_flags()
-    key = hashlib.sha256("\0".join([text, *flags]).encode()).hexdigest()[:12]
-    module = f"dogma_{name}_{suffix}_{key}"
+    _, flags = _cpu_flags()
+    module = module_name(name, text)
     try:
         from torch.utils.cpp_extension import _get_build_directory, load
 

@@ -51,14 +51,12 @@ def test_a_build_after_a_killed_one_completes(tmp_path: Path) -> None:
     source.write_text(TINY)
     script = textwrap.dedent(
         f"""
-        import hashlib, sys
+        import sys
         from pathlib import Path
         from torch.utils.cpp_extension import _get_build_directory
         from dogma_evolve.kernels import _build
-        suffix, flags = _build._cpu_flags()
         text = Path({str(source)!r}).read_text()
-        key = hashlib.sha256("\\0".join([text, *flags]).encode()).hexdigest()[:12]
-        build = Path(_get_build_directory(f"dogma_tiny_{{suffix}}_{{key}}", verbose=False))
+        build = Path(_get_build_directory(_build.module_name("tiny", text), verbose=False))
         (build / "lock").touch()  # what a builder killed mid-build leaves
         module = _build.load_cpu_extension("tiny", Path({str(source)!r}))
         sys.exit(0 if module is not None and module.answer() == 42 else 1)
