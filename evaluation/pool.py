@@ -335,13 +335,22 @@ def _another_node(avoid: frozenset[str]) -> str | None:
 
 def build_cpu_kernels() -> None:
     """Build (or load from cache) the C++ CPU kernels once in the driver, so that workers
-    only load them: a first-ever build takes ~30 s and must not eat candidates' time limits."""
+    only load them: a first-ever build takes ~20 s a kernel and must not eat candidates' time
+    limits. The builds are compiler processes, so they run side by side, one a core."""
     import torch
 
-    if not torch.cuda.is_available():
-        from dogma_evolve.kernels.selective_scan import cpu
+    if torch.cuda.is_available():
+        return
+    from concurrent.futures import ThreadPoolExecutor
 
-        cpu.available()
+    from dogma_evolve.kernels.gated_linear_recurrence import cpu as scalar_scan
+    from dogma_evolve.kernels.recurrent import cpu as recurrent
+    from dogma_evolve.kernels.selective_scan import cpu as selective_scan
+    from dogma_evolve.kernels.wkv import cpu as wkv
+
+    builds = [selective_scan.available, recurrent.available, wkv.available, scalar_scan.available]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(builds), os.cpu_count() or 1))) as pool:
+        list(pool.map(lambda build: build(), builds))
 
 
 def _probe_gpu_bytes(ray: Any, timeout_s: float = 120.0) -> int | None:

@@ -12,7 +12,10 @@
 //
 // Layout (contiguous, one floating dtype): g, k, v, q, o, states: (B, T, H); s0, final: (B, H).
 
-#include <torch/extension.h>
+// ATen and torch's pybind11 casters, not <torch/extension.h>: that one adds the whole C++
+// frontend (nn, optim, data) and makes a cold build take about twice as long.
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <ATen/Parallel.h>
 

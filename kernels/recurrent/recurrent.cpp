@@ -23,7 +23,10 @@
 // zero, so that dW_hh is one GEMM against the outputs h as they are (row (b, t) holds h_t).
 // The biases' gradients are sums over rows, accumulated in the loop.
 
-#include <torch/extension.h>
+// ATen and torch's pybind11 casters, not <torch/extension.h>: that one adds the whole C++
+// frontend (nn, optim, data) and makes a cold build take about twice as long.
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <ATen/Parallel.h>
 

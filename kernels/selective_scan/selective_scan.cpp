@@ -14,7 +14,10 @@
 // variable B, C: (batch, G, L, N) (time-major so a step reads N consecutive values);
 // constant B, C: (dim, N).
 
-#include <torch/extension.h>
+// ATen and torch's pybind11 casters, not <torch/extension.h>: that one adds the whole C++
+// frontend (nn, optim, data) and makes a cold build take about twice as long.
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <ATen/Parallel.h>
 

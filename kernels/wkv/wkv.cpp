@@ -12,7 +12,10 @@
 //
 // Layout (contiguous, one floating dtype): w, u: (C,); k, v, y: (B, T, C); state: (B, C).
 
-#include <torch/extension.h>
+// ATen and torch's pybind11 casters, not <torch/extension.h>: that one adds the whole C++
+// frontend (nn, optim, data) and makes a cold build take about twice as long.
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <ATen/Parallel.h>
 
