@@ -78,13 +78,29 @@ def load_yaml(text: str | bytes) -> Any:
         raise GenomeError(f"invalid YAML value: {str(e).split(';')[0]}") from None
 
 
-def dump_yaml(doc: dict[str, Any]) -> str:
-    """Canonical YAML: sorted keys, block style, no aliases."""
+class _NoAliasPythonDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
-    class _NoAliasDumper(yaml.SafeDumper):
+
+# libyaml's emitter writes the same bytes as PyYAML's own for every document a genome makes
+# (tests/genome/test_yaml_emitters.py) at about a fifth of the time; a genome's id hashes
+# this text, so a driver spent seconds a generation here. PyYAML built without libyaml
+# falls back to its Python emitter.
+if getattr(yaml, "__with_libyaml__", False):
+
+    class _NoAliasDumper(yaml.CSafeDumper):
         def ignore_aliases(self, data: Any) -> bool:
             return True
 
+else:  # pragma: no cover - PyYAML built without libyaml
+    _NoAliasDumper = _NoAliasPythonDumper  # type: ignore[misc,assignment]
+
+
+def dump_yaml(doc: dict[str, Any], *, emitter: str = "fast") -> str:
+    """Canonical YAML: sorted keys, block style, no aliases. ``emitter="python"`` writes it
+    with PyYAML's own emitter (the reference the fast one is checked against)."""
+    dumper = _NoAliasPythonDumper if emitter == "python" else _NoAliasDumper
     return yaml.dump(
-        doc, Dumper=_NoAliasDumper, sort_keys=True, default_flow_style=False, allow_unicode=False, width=1000
+        doc, Dumper=dumper, sort_keys=True, default_flow_style=False, allow_unicode=False, width=1000
     )
