@@ -54,6 +54,11 @@ class _InProcess:
 class TableEvaluator(_InProcess):
     """A table space's pool: each request's metrics come from `lookup(request)`."""
 
+    # Nothing trains on a device here: ``auto`` resolves to fp32 (`evaluation.precision`),
+    # the precision every stored table result records, so the cross-run cache reuses them
+    # whatever arithmetic this machine's CPU probe would choose for training.
+    device_type = "table"
+
     def __init__(self, lookup: Lookup) -> None:
         super().__init__()
         self.lookup = lookup

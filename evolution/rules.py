@@ -214,14 +214,15 @@ def cache_answer(
 ) -> tuple[Any, bool]:
     """What the store answers for ``key`` in run ``run_id``: (record, True) for a row of the
     run itself that is not `FILTERED`; else (record, False) for the oldest row of the key
-    in any run when it is `reusable`; else (None, False)."""
+    in any run that is `reusable` (an older row in another precision does not hide it);
+    else (None, False)."""
     rec = store.find_evaluation(*key, run_id=run_id)
     if rec is not None and rec.status != FILTERED:
         return rec, True
-    rec = store.find_evaluation(*key, run_id=None)
-    if rec is None or not reusable(rec, precision, plugins):
-        return None, False
-    return rec, False
+    for rec in store.key_evaluations(*key):
+        if reusable(rec, precision, plugins):
+            return rec, False
+    return None, False
 
 
 def evaluations_spent(store: Store, run_id: str, run_task: str, tasks: int) -> int:

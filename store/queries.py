@@ -123,6 +123,19 @@ def find_evaluation(
     return None if row is None else evaluation_record(row)
 
 
+def key_evaluations(
+    session: Session, genome_id: str, task: str, fidelity: int | str, seed: int
+) -> list[EvaluationRecord]:
+    """Every stored evaluation under this key in any run, oldest first."""
+    query = select(Evaluation).where(
+        Evaluation.genome_id == genome_id,
+        Evaluation.task == task,
+        Evaluation.fidelity == fidelity_key(fidelity),
+        Evaluation.seed == seed,
+    )
+    return [evaluation_record(row) for row in session.scalars(query.order_by(Evaluation.id))]
+
+
 def scored_genomes(
     session: Session, task: str, fidelity: int | str, limit: int
 ) -> list[tuple[str, str, Any]]:

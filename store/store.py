@@ -329,6 +329,16 @@ class Store:
             "find_evaluation",
         )
 
+    def key_evaluations(
+        self, genome_id: str, task: str, fidelity: int | str, seed: int
+    ) -> list[EvaluationRecord]:
+        """Every stored result for this key in any run, oldest first: a cache that may reuse
+        only some of them (another precision, other plugins) takes the oldest it may."""
+        return self._read(
+            lambda session: queries.key_evaluations(session, genome_id, task, fidelity, seed),
+            "key_evaluations",
+        )
+
     def scored_genomes(self, task: str, fidelity: int | str, limit: int = 5000) -> list[tuple[str, str, Any]]:
         """(genome id, YAML, metrics) of the newest ``limit`` successful evaluations of
         ``task`` at ``fidelity`` across every run (what a surrogate model learns from)."""

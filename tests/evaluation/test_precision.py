@@ -135,7 +135,8 @@ def _request(**fields) -> EvalRequest:
 
 
 def test_a_result_records_the_precision_it_trained_in():
-    assert evaluate(_request(device="cpu")).metrics["precision"] == "fp32"  # auto on CPU
+    # auto on a CPU: the probe's choice (fp32 without bfloat16 units; bf16 where it pays)
+    assert evaluate(_request(device="cpu")).metrics["precision"] == precision_module.cpu_probe().choice
     bf16 = evaluate(_request(device="cpu", precision="bf16"))
     assert bf16.status == "ok", bf16.reason
     assert bf16.metrics["precision"] == "bf16"
@@ -181,8 +182,13 @@ def test_the_cache_copies_only_results_of_the_runs_precision(tmp_path):
     # the oldest row of the key (bf16) is this run's precision: copied
     rec, here = evaluator._lookup(key, "bf16")
     assert rec is not None and not here and precision_of(rec.metrics) == "bf16"
-    # an fp32 run must not copy it: trained again
-    assert evaluator._lookup(key, "fp32") == (None, False)
+    # an fp32 run must not copy it: it copies the younger fp32 row of the key instead
+    rec, here = evaluator._lookup(key, "fp32")
+    assert (
+        rec is not None and not here and rec.run_id == stored["fp32"] and precision_of(rec.metrics) == "fp32"
+    )
+    # and where the key holds no row of its precision, it trains again
+    assert evaluator._lookup(key, "fp16-never-stored") == (None, False)
     # a run's own rows are its own, whatever they record
     rec, here = Evaluator(config, space, store, stored["bf16"], lambda *_: None)._lookup(key, "fp32")
     assert here and rec is not None

@@ -68,7 +68,9 @@ def law(request: Any) -> dict[str, Any]:
     n = account(Genome.from_yaml(request.genome_yaml)).non_embedding_params
     d = request.fidelity * 32 * 64
     wobble = ((request.seed % 1009) / 1009 - 0.5) * 0.004
-    return {"loss": E + A * n**-ALPHA + 30.0 * d**-0.3 + wobble, "params": n, "steps": request.fidelity}
+    loss = E + A * n**-ALPHA + 30.0 * d**-0.3 + wobble
+    # the precision trained in, recorded as a real evaluation records it (the cache keys on it)
+    return {"loss": loss, "params": n, "steps": request.fidelity, "precision": request.precision}
 
 
 class LawPool(TableEvaluator):
@@ -296,13 +298,14 @@ def test_a_killed_ladder_resumes_without_retraining(tmp_path, pools):
 
 
 def test_a_ladder_copies_no_row_of_another_precision(tmp_path, pools, monkeypatch):
-    """Rows trained in fp32 (the table's rows record none: fp32) are not lent to a ladder that
-    trains in bf16 (here: auto where CUDA is seen), which trains every point itself."""
+    """Rows trained in fp32 (auto on a CPU the probe keeps in fp32) are not lent to a ladder
+    that trains in bf16 (here: auto where CUDA is seen), which trains every point itself."""
     import dogma_evolve.evolution.scale.train as scale_train
     import dogma_evolve.evolution.training_run as training_run
 
     db = tmp_path / "p.db"
     argv = ["scale", "preset:gpt2-small", "--sizes", SIZES, "--tokens", "200k", "--json"]
+    monkeypatch.setattr(scale_train, "pool_precision", lambda precision, pool: "fp32")
     code, out, _ = evolve(*argv, "--store", f"sqlite:///{db}")
     assert code == 0 and json.loads(out)["trained"] == 8
     monkeypatch.setattr(scale_train, "pool_precision", lambda precision, pool: "bf16")
