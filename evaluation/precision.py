@@ -14,10 +14,11 @@
 * ``auto``: ``bf16`` on CUDA; on a CPU, what a short measured probe says pays on this
   machine (:func:`cpu_probe`): ``fp32`` where the CPU has no bfloat16 matrix instructions
   (AMX or AVX512-BF16: there bfloat16 products are emulated, 10-50x slower than float32),
-  and where it has them, ``bf16`` only if a two-layer MLP's forward and backward at the
-  search's width (1,024 tokens, ``d = 64``, ``4d`` hidden) runs at least
+  and where it has them, ``bf16`` only if a whole training step of a small language model at
+  the search's width (:func:`step_gflops`: two attention + MLP blocks, ``d = 64``, 1,024
+  tokens, the 257-way head and its cross-entropy) runs at least
   :data:`BF16_MARGIN` times faster under bfloat16 autocast than in float32, ``fp32``
-  otherwise. The probe runs once per process (a few milliseconds), in the process that
+  otherwise. The probe runs once per process (a fraction of a second), in the process that
   resolves the run's precision (the driver: every candidate of a run trains in one
   arithmetic, so the cache rule can key on it).
 
@@ -48,12 +49,16 @@ BF16_MARGIN = 1.25
 PROBE_WIDTH = 64  # the search's median width (`evolution.spaces.dogma.guards.SEED_WIDTHS`)
 PROBE_TOKENS = 1024  # one training batch of the default fitness: 16 sequences of 64 bytes
 PROBE_REPEATS = 8
+PROBE_SEQ_LEN = 64  # the default fitness's sequences
+PROBE_LAYERS = 2
+PROBE_HEADS = 4
+PROBE_VOCAB = 257  # bytes and an end-of-text token, as the text fitness's head
 
 
 @dataclass(frozen=True)
 class CpuProbe:
     """What ``auto`` resolves to on this CPU, and why: ``choice`` (``fp32`` | ``bf16``),
-    ``reason`` (one line), and the probe's MLP training speed in each arithmetic (GFLOP/s;
+    ``reason`` (one line), and the probe model's training speed in each arithmetic (GFLOP/s;
     ``None`` where it was not timed)."""
 
     choice: str
@@ -70,29 +75,91 @@ def cpu_has_bf16_units() -> bool:
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
-def mlp_step_gflops(bf16: bool, width: int = PROBE_WIDTH, tokens: int = PROBE_TOKENS) -> float:
-    """GFLOP/s of one forward and backward of ``Linear(d, 4d) -> GELU -> Linear(4d, d)`` on
-    ``(tokens, d)`` float32 inputs, under bfloat16 autocast when ``bf16``: the matrix work of
-    a candidate's step, casts included. FLOPs: ``3 · 2 · tokens · 8d²`` (forward, and the
-    backward's two products per layer); the best of :data:`PROBE_REPEATS` timed repeats
-    after one warm-up."""
+class _ProbeModel:
+    """The probe's language model: byte embedding, ``layers`` pre-norm blocks of causal
+    softmax attention (``heads`` heads, PyTorch's fused attention) and a ``4d`` GELU MLP, a
+    final norm and a 257-way head; the shape of the search's commonest candidates."""
+
+    def __init__(self, width: int, layers: int, seq_len: int) -> None:
+        import torch
+
+        nn = torch.nn
+        self.width, self.layers, self.seq_len = width, layers, seq_len
+        self.embed = nn.Embedding(PROBE_VOCAB, width)
+        self.blocks = nn.ModuleList(
+            nn.ModuleDict(
+                {
+                    "norm1": nn.LayerNorm(width),
+                    "qkv": nn.Linear(width, 3 * width),
+                    "out": nn.Linear(width, width),
+                    "norm2": nn.LayerNorm(width),
+                    "up": nn.Linear(width, 4 * width),
+                    "down": nn.Linear(4 * width, width),
+                }
+            )
+            for _ in range(layers)
+        )
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, PROBE_VOCAB)
+
+    def parameters(self) -> list[Any]:
+        modules = [self.embed, self.blocks, self.norm, self.head]
+        return [p for m in modules for p in m.parameters()]
+
+    def loss(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Next-token cross-entropy of ``tokens`` (B, T) on float32 logits."""
+        import torch
+        import torch.nn.functional as F
+
+        x = self.embed(tokens[:, :-1])
+        b, t, d = x.shape
+        blocks: list[Any] = list(self.blocks)  # ModuleDicts, typed as plain Modules by torch
+        for block in blocks:
+            q, k, v = block["qkv"](block["norm1"](x)).view(b, t, 3, PROBE_HEADS, d // PROBE_HEADS).unbind(2)
+            attended = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+            )
+            x = x + block["out"](attended.transpose(1, 2).reshape(b, t, d))
+            x = x + block["down"](F.gelu(block["up"](block["norm2"](x))))
+        logits = self.head(self.norm(x)).float()
+        return F.cross_entropy(logits.reshape(-1, PROBE_VOCAB), tokens[:, 1:].reshape(-1).to(torch.long))
+
+    def flops(self, tokens: int) -> float:
+        """Training FLOPs of ``tokens`` tokens: ``3 · 2`` per multiply-add of the linear
+        layers (forward, and the backward's two products), plus attention's ``QKᵀ`` and
+        ``AV``: ``3 · 4 · T · d`` a token a layer."""
+        d = self.width
+        linear = self.layers * (3 * d * d + d * d + 8 * d * d) + d * PROBE_VOCAB
+        return tokens * (6 * linear + self.layers * 12 * self.seq_len * d)
+
+
+def step_gflops(bf16: bool, width: int = PROBE_WIDTH, tokens: int = PROBE_TOKENS) -> float:
+    """GFLOP/s of one training step (forward, cross-entropy, backward) of the probe's
+    two-block language model (:class:`_ProbeModel`) on ``tokens`` tokens in sequences of
+    :data:`PROBE_SEQ_LEN`, under bfloat16 autocast when ``bf16``: casts, norms, softmax and
+    the head included, as in a candidate's step. The best of :data:`PROBE_REPEATS` timed
+    repeats after one warm-up.
+
+    A bare MLP's matrix products (what this probe timed before) ran 1.5x faster in bf16 on an
+    AVX512-BF16 CPU without AMX, where whole candidates trained 0.5-1.2x as fast (median
+    0.83x; docs/results.md, "bf16 on a CPU without AMX"): the products are a minority of a
+    small candidate's step."""
     import torch
 
+    seq_len = min(PROBE_SEQ_LEN, tokens)
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(tokens, width, generator=gen)
-    mlp = torch.nn.Sequential(
-        torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
-    )
+    model = _ProbeModel(width, PROBE_LAYERS, seq_len)
+    batch = torch.randint(0, PROBE_VOCAB, (max(1, tokens // seq_len), seq_len + 1), generator=gen)
     context = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     best = float("inf")
     for repeat in range(PROBE_REPEATS + 1):
         tick = time.perf_counter()
         with context:
-            out = mlp(x)
-        out.float().square().mean().backward()
+            loss = model.loss(batch)
+        loss.backward()
         if repeat:
             best = min(best, time.perf_counter() - tick)
-    return 3 * 2 * tokens * 8 * width * width / best / 1e9
+    return model.flops(batch.shape[0] * seq_len) / best / 1e9
 
 
 @functools.cache
@@ -100,10 +167,10 @@ def cpu_probe() -> CpuProbe:
     """What ``auto`` is on this CPU (module docstring), measured once per process."""
     if not cpu_has_bf16_units():
         return CpuProbe("fp32", "no bfloat16 matrix instructions (AMX, AVX512-BF16) on this CPU")
-    fp32, bf16 = mlp_step_gflops(bf16=False), mlp_step_gflops(bf16=True)
+    fp32, bf16 = step_gflops(bf16=False), step_gflops(bf16=True)
     choice = "bf16" if bf16 >= BF16_MARGIN * fp32 else "fp32"
     verdict = "pays" if choice == "bf16" else f"is short of the {BF16_MARGIN}x it must gain"
-    reason = f"bf16 autocast at {bf16:.0f} GFLOP/s vs fp32 {fp32:.0f} on the probe MLP: {verdict}"
+    reason = f"bf16 autocast at {bf16:.0f} GFLOP/s vs fp32 {fp32:.0f} on the probe's model: {verdict}"
     return CpuProbe(choice, reason, fp32, bf16)
 
 
@@ -160,8 +227,8 @@ __all__ = [
     "autocast",
     "cpu_has_bf16_units",
     "cpu_probe",
-    "mlp_step_gflops",
     "pool_precision",
     "precision_of",
     "resolve_precision",
+    "step_gflops",
 ]

@@ -284,7 +284,7 @@ def test_auto_on_a_cpu_without_bf16_units_is_fp32_untimed(monkeypatch):
     """No AMX and no AVX512-BF16: bfloat16 products are emulated, so ``auto`` is fp32 and
     nothing is timed."""
     monkeypatch.setattr(precision_module, "cpu_has_bf16_units", lambda: False)
-    monkeypatch.setattr(precision_module, "mlp_step_gflops", _never_timed)
+    monkeypatch.setattr(precision_module, "step_gflops", _never_timed)
     precision_module.cpu_probe.cache_clear()
     try:
         probe = precision_module.cpu_probe()
@@ -303,7 +303,7 @@ def test_auto_on_a_cpu_with_bf16_units_follows_the_measured_probe(monkeypatch, f
     BF16_MARGIN faster; the choice goes to every request of a CPU pool."""
     bf16_speed = bf16
     monkeypatch.setattr(precision_module, "cpu_has_bf16_units", lambda: True)
-    monkeypatch.setattr(precision_module, "mlp_step_gflops", lambda bf16: bf16_speed if bf16 else fp32)
+    monkeypatch.setattr(precision_module, "step_gflops", lambda bf16: bf16_speed if bf16 else fp32)
     precision_module.cpu_probe.cache_clear()
     try:
         assert precision_module.cpu_probe().choice == chosen
@@ -315,9 +315,9 @@ def test_auto_on_a_cpu_with_bf16_units_follows_the_measured_probe(monkeypatch, f
 
 
 def test_the_probe_measures_both_arithmetics():
-    """The probe's MLP really runs: a positive GFLOP/s in each arithmetic (no timing asserted)."""
-    assert precision_module.mlp_step_gflops(bf16=False, width=16, tokens=64) > 0
-    assert precision_module.mlp_step_gflops(bf16=True, width=16, tokens=64) > 0
+    """The probe's model really trains a step: a positive GFLOP/s in each arithmetic (no timing asserted)."""
+    assert precision_module.step_gflops(bf16=False, width=16, tokens=64) > 0
+    assert precision_module.step_gflops(bf16=True, width=16, tokens=64) > 0
 
 
 def _never_timed(*_args, **_kwargs):
