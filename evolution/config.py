@@ -74,7 +74,7 @@ SIZE_BOUNDS: dict[str, tuple[int, int | None]] = {
     "ladder_tokens": (1, None),
     "ladder_seeds": (2, 100),
 }
-SELECT_BY = ("search", "ladder")  # what names a run's best individual (`select_by`)
+SELECT_BY = ("search", "ladder", "long")  # what names a run's best individual (`select_by`)
 PROMOTE_BY = ("loss", "quality")  # what ranks a multi-fidelity first stage (`promote_by`)
 MAX_BRED = 10 * MAX_POPULATION  # children bred a generation: surrogate x batch
 DEFAULT_OBJECTIVES = (QUALITY,)  # select on quality; parameters are a budget and a tie-break
@@ -291,8 +291,8 @@ class RunConfig:
     select_by: str = field(
         default="search",
         metadata=cli(
-            "the run's best individual (run output, report, export --best): search (quality at the "
-            "search's size) or ladder (rank 1 by the --ladder's extrapolated loss; needs --ladder)",
+            "the run's best (run output, report, export --best): search (quality at the search's size), "
+            "long (its 4 best trained 1,000 steps, the best then) or ladder (--ladder's rank 1)",
             choices=SELECT_BY,
         ),
     )
@@ -441,8 +441,7 @@ class RunConfig:
             raise ValueError(f"surrogate x batch must be at most {MAX_BRED:,} children a generation")
 
     def _check_ladder(self) -> None:
-        """A ladder resizes DOGMA genomes (a table space's cells have no size to change), and
-        its sizes are numbers (4 or more, over 1.5 decades), stored as given."""
+        """A ladder (of DOGMA genomes; sizes: 4+ numbers over 1.5 decades) and `select_by`."""
         r = self.ladder_tokens_per_param
         if not (isinstance(r, int | float) and math.isfinite(r) and 1e-3 <= r <= 1e6):
             raise ValueError(f"ladder_tokens_per_param must be a number in [0.001, 1000000], not {r!r}")
@@ -450,6 +449,8 @@ class RunConfig:
             raise ValueError(f"select_by must be one of {SELECT_BY}, not {self.select_by!r}")
         if self.select_by == "ladder" and not self.ladder:
             raise ValueError("--select-by ladder needs --ladder (the ladder ranks the elite)")
+        if self.select_by == "long" and (self.space != "dogma" or "," in self.task):
+            raise ValueError("--select-by long trains DOGMA finalists on one task, not a table or a list")
         if self.ladder and self.space != "dogma":
             raise ValueError(f"--ladder resizes DOGMA genomes: the {self.space} space has no sizes to climb")
         if self.ladder_sizes is None:

@@ -49,9 +49,15 @@ def quality_key(ind: Candidate) -> tuple[float, ...]:
     return (-ind.fitness.values[0], *costs, float(ind.age))
 
 
+def best_key(i: Candidate) -> tuple[float, ...]:
+    """`best_of`'s order: highest quality, then lowest costs (selected on, then the
+    tie-break's: `quality_key`)."""
+    return (-i.fitness.values[0], *i.fitness.values[1:], *quality_key(i)[1:])
+
+
 def best_of(population: Sequence[Candidate]) -> Candidate:
-    """Highest quality, then lowest costs (selected on, then the tie-break's: `quality_key`)."""
-    return min(population, key=lambda i: (-i.fitness.values[0], *i.fitness.values[1:], *quality_key(i)[1:]))
+    """Highest quality, then lowest costs (`best_key`)."""
+    return min(population, key=best_key)
 
 
 def by_quality(population: Iterable[Candidate]) -> list[Candidate]:

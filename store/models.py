@@ -36,9 +36,10 @@ from sqlalchemy.types import TypeDecorator
 RUN_STATUSES = ("running", "finished", "failed")
 #: What a run is: an evolutionary ``search`` (``evolve run``, whatever its strategy), or the
 #: training runs of ``evolve scale`` (a size ladder), ``evolve ablate`` (an ablation) and
-#: ``evolve calibrate`` (a fidelity calibration). A Python check (``Store.create_run``), no
+#: ``evolve calibrate`` (a fidelity calibration), and a search's finalists trained longer
+#: (``select``: ``evolve run --select-by long``). A Python check (``Store.create_run``), no
 #: database constraint: a new kind needs no migration (``runs.kind`` is a 16-character string).
-RUN_KINDS = ("search", "scale", "ablate", "calibrate")
+RUN_KINDS = ("search", "scale", "ablate", "calibrate", "select")
 #: An evaluation row's status: what a training ended in ("ok" .. "crash"), or "filtered"
 #: (the engine's pre-filter stopped the genome before any training: `SearchSpace.prefilter`;
 #: no pool returns it). A Python check (`store.commit`), no database constraint: a new

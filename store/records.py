@@ -162,7 +162,7 @@ class LeaseRecord:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A stored run; ``kind`` is one of :data:`store.RUN_KINDS` (search, scale, ablate, calibrate).
+    """A stored run; ``kind`` is one of :data:`store.RUN_KINDS` (search, scale, ablate, calibrate, select).
 
     ``status`` is the stored one; ``shown_status`` is what readers show (``interrupted`` for
     a ``running`` run nobody drives: no heartbeat, or one older than the stale limit), see

@@ -161,7 +161,8 @@ class Store:
         """Record a new run (status 'running', nothing committed) and return its id.
 
         ``kind`` is one of :data:`RUN_KINDS`: a ``search`` (``evolve run``), or the training
-        run of ``evolve scale``, ``evolve ablate`` or ``evolve calibrate``. ``driver``: the
+        run of ``evolve scale``, ``evolve ablate``, ``evolve calibrate`` or of a search's
+        finalists (``select``). ``driver``: the
         token of the driver that creates it, which then holds it (as :meth:`claim_run`, in
         the same transaction); without one the run is shown ``interrupted`` until claimed."""
         _check_kind(kind)

@@ -106,6 +106,21 @@ def prior_results(rows: list[dict[str, Any]], joint_task: str | None = None) -> 
     return best, sum(r["status"] != "ok" for r in real)
 
 
+def finalist_printer(err: Console, started: float) -> Callable[[Any, Any, int, int], None]:
+    """A progress callback for the finalists' long trainings (`evolve run --select-by long`):
+    one line per trained finalist on ``err``, with the seconds since ``started``."""
+
+    def on_point(rec: Any, p: Any, done: int, total: int) -> None:
+        quality = p.metrics.get("quality") if p.status == "ok" else None
+        what = f"quality {quality:.4f}" if isinstance(quality, int | float) else f"{p.status}"
+        err.print(
+            f"  finalist [{done}/{total}] individual {p.individual_id} ({p.genome_id[:12]}, search quality "
+            f"{p.search_quality:.4f}), {p.steps:,} steps: {what}; {time.perf_counter() - started:.0f} s"
+        )
+
+    return on_point
+
+
 def ladder_point_printer(err: Console, started: float) -> Callable[[Any, Any, int, int], None]:
     """A progress callback for size-ladder trainings (`evolve scale`, `evolve run --ladder`):
     one line per trained point on ``err``, with the seconds since ``started``

@@ -28,7 +28,12 @@ from rich.text import Text
 from dogma_evolve.evolution.cli.interrupt import CtrlC
 from dogma_evolve.evolution.cli.options import cli_fields, switch
 from dogma_evolve.evolution.cli.output import EXIT_USAGE, emit_json, err, out
-from dogma_evolve.evolution.cli.progress import RunProgress, ladder_point_printer, prior_results
+from dogma_evolve.evolution.cli.progress import (
+    RunProgress,
+    finalist_printer,
+    ladder_point_printer,
+    prior_results,
+)
 from dogma_evolve.evolution.cli.tasks import (
     import_stored_plugins,
     import_stored_tasks,
@@ -67,7 +72,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dogma_evolve.evolution.report.summary import (  # torch, as the library
         best_individual,
         individual_summary,
-        ladder_choice,
         record_summary,
         run_transfer_summary,
     )
@@ -108,6 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     search.on_event = checked
     if progress.enabled:
         search.on_ladder_point = ladder_point_printer(progress.console, progress.t0)
+        search.on_finalist = finalist_printer(progress.console, progress.t0)
     evaluated_before = search.run.evaluated  # what this invocation adds: `invocation_evaluated`
     interrupted = False
     failure: EnvironmentFailure | None = None
@@ -153,7 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = {
         "run_id": run_id,
         "best": record_summary(best_individual(store, run_id, stored), stored.space),
-        "selected_by": "ladder" if ladder_choice(store, run_id) is not None else "search",
+        "selected_by": selected_by(store, stored),
         "pareto": [individual_summary(i) for i in stored.front()],
         "last_generation": run.last_generation,
         "stop_reason": run.stop_reason,
@@ -167,11 +172,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         from dogma_evolve.evolution.scale.ladder_report import ladder_summary  # torch
 
         result.update(ladder_summary(store, run_id))
+    if stored.stored_config.get("select_by") == "long":
+        from dogma_evolve.evolution.study.finalists import finalist_results
+
+        result["finalists"] = finalist_results(stored)
     if args.json:
         emit_json(result)
     else:
         _print_run_summary(result)
     return 0
+
+
+def selected_by(store: Store, stored: Any) -> str:
+    """What named the run's best: ``ladder`` (its rank 1), ``long`` (the best finalist after
+    the long trainings, `study.finalists`) or ``search`` (the search's own best: the rule,
+    or the fallback while the ladder or the finalists have not ranked)."""
+    from dogma_evolve.evolution.report.summary import ladder_choice
+
+    if ladder_choice(store, stored.run_id) is not None:
+        return "ladder"
+    if stored.stored_config.get("select_by") == "long":
+        from dogma_evolve.evolution.study.finalists import long_choice
+
+        return "long" if long_choice(stored) is not None else "search"
+    return "search"
 
 
 def _interrupted(store: Store, run_id: str) -> int:
@@ -201,7 +225,16 @@ def _print_run_summary(result: dict[str, Any]) -> None:
         )
     console.print(table)
     best = result["best"]
-    chosen = " (rank 1 of the ladder, --select-by ladder)" if result.get("selected_by") == "ladder" else ""
+    for f in result.get("finalists", []):
+        after = f"{f['quality']:.3f}" if f["quality"] is not None else str(f["status"])
+        console.print(
+            f"finalist: individual {f['individual_id']} ({f['genome_id'][:12]}), quality "
+            f"{f['search_quality']:.3f} in the search, {after} after {f['steps']:,} steps"
+        )
+    chosen = {
+        "ladder": " (rank 1 of the ladder, --select-by ladder)",
+        "long": " (the best finalist after the long trainings, --select-by long)",
+    }.get(result.get("selected_by", ""), "")
     console.print(
         f"best{chosen}: individual {best['id']} ({best['genome_id'][:12]}), quality "
         f"{quality_of(best['metrics']):.3f}{seeds_text(best['metrics'])}, "

@@ -1,6 +1,6 @@
 """Driving a stored search for one `Search.optimize` call: the stopping rule it asks for,
 the pool (the space's in-process one, else Ray's), the engine with its progress events and
-the user's per-generation callbacks, the size ladder after it.
+the user's per-generation callbacks, the size ladder and the finalists' long trainings after it.
 
 A callback runs after its generation is committed (one transaction): an exception it
 raises stops the search there, the run left resumable (`interrupted`, no driver), and is
@@ -105,9 +105,11 @@ def events(search: Any, on_event: Event | None, callbacks: Sequence[Callback]) -
     return handle
 
 
-def drive(engine: Engine, store: Store, on_point: Any = None) -> list[Any]:
-    """Run ``engine`` on its pool (held by this driver meanwhile), then its ladder when the
-    config asks for one; the final population. The run's status follows the module docstring."""
+def drive(engine: Engine, store: Store, on_point: Any = None, on_finalist: Any = None) -> list[Any]:
+    """Run ``engine`` on its pool (held by this driver meanwhile), then its ladder and its
+    finalists' long trainings (`study.finalists`) when the config asks for them; the final
+    population. The run's status follows the module docstring. ``on_point``, ``on_finalist``:
+    progress callbacks of the ladder's and the finalists' trainings."""
     run_id = engine.run_id
     try:
         with engine.liveness, pool_for(engine, store) as pool:
@@ -126,6 +128,11 @@ def drive(engine: Engine, store: Store, on_point: Any = None) -> list[Any]:
                 record = store.get_run(run_id)
                 assert record is not None
                 run_ladder(store, run_id, record.last_generation, population, engine.config, pool, on_point)
+            if engine.config.select_by == "long":  # the finalists trained longer, on the same pool
+                from dogma_evolve.evolution.study.finalists import run_finalists
+                from dogma_evolve.evolution.study.stored_run import StoredRun
+
+                run_finalists(StoredRun.open(store, run_id), pool, on_finalist)  # if stored so
     except ConnectionError as e:  # e.g. a Ray address that nothing answers at
         raise UsageError(str(e)) from None
     except Stopped as stopped:

@@ -37,8 +37,9 @@ class Search:
     (`running.RESUME_OVERRIDES`: workers, ray_address, timeout_s, the ladder's options).
     ``on_event(kind, data)`` sees the engine's progress ("generation", "result",
     "committed"; `evolve run`'s display uses it), ``on_ladder_point`` each size-ladder
-    training. After `optimize`, ``engine`` and ``population`` are that call's. ``stored``: the
-    run already open (`create_search`'s); else it is opened on first use."""
+    training, ``on_finalist`` each finalist's long training (``--select-by long``). After
+    `optimize`, ``engine`` and ``population`` are that call's. ``stored``: the run already
+    open (`create_search`'s); else it is opened on first use."""
 
     def __init__(
         self,
@@ -54,6 +55,7 @@ class Search:
         self.owns_store = owns_store
         self.on_event: Event | None = None
         self.on_ladder_point: Any = None
+        self.on_finalist: Any = None
         self.engine: Engine | None = None
         self.population: list[Any] = []
         self.stop_requested = False
@@ -118,7 +120,7 @@ class Search:
         except (KeyError, ValueError) as e:  # not a search; a user task's code changed
             raise UsageError(str(e).strip("'\"")) from None
         self.engine = engine
-        self.population = drive(engine, self.store, self.on_ladder_point)
+        self.population = drive(engine, self.store, self.on_ladder_point, self.on_finalist)
 
     def stop(self) -> None:
         """From a callback: end `optimize` after the generation just committed (finished,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from dogma_evolve.evolution import rules
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.rules import FAILED_COST, FAILED_QUALITY, seeds_of, stored_result
-from dogma_evolve.evolution.selection import best_of, pareto_front
+from dogma_evolve.evolution.selection import best_key, best_of, pareto_front
 from dogma_evolve.evolution.spaces.contract import Genotype, SearchSpace
 from dogma_evolve.evolution.spaces.registry import SPACES
 from dogma_evolve.evolution.study.results import Individual, individual_of
@@ -234,14 +234,22 @@ class StoredRun:
     def best(self) -> Individual | None:
         """The run's best, by the one rule every reader uses (`run`'s summary, `report`,
         `export --best`, `Search.best_individual`, the HTML page): for a run stored to select
-        by its ladder, the latest ladder's rank 1 when one was ranked; otherwise, of the
-        individuals evaluated in full (else evaluated at all), those confirmed under the
-        run's `confirm` seeds when any is (`Evaluator.confirm`, `rules.seeds_of`), the first in
-        `selection.best_of`'s order; None when none was evaluated successfully."""
+        by its ladder, the latest ladder's rank 1 when one was ranked; for one stored to select
+        by its finalists trained longer, the best of them once all are (`study.finalists`);
+        otherwise, of the individuals evaluated in full (else evaluated at all), those
+        confirmed under the run's `confirm` seeds when any is (`Evaluator.confirm`,
+        `rules.seeds_of`), the first in `selection.best_of`'s order; None when none was
+        evaluated successfully."""
         pairs = self.candidates()
         chosen = ladder_choice_id(self.store, self.run_id, self.stored_config)
         if chosen is not None:
             return next(i for _, i in pairs if i.id == chosen)
+        if self.stored_config.get("select_by") == "long":  # its finalists trained longer, once all are
+            from dogma_evolve.evolution.study.finalists import long_choice
+
+            longest = long_choice(self)
+            if longest is not None:
+                return longest
         ok = [(c, i) for c, i in pairs if c.status == "ok" and not c.violation]
         pool = [p for p in ok if p[1].final] or ok
         pool = [p for p in pool if seeds_of(p[0].metrics) >= self.config.confirm] or pool
@@ -249,6 +257,17 @@ class StoredRun:
             return None
         by_cand = {id(c): i for c, i in pool}
         return by_cand[id(best_of([c for c, _ in pool]))]
+
+    def finalists(self, k: int) -> list[tuple[Candidate, Individual]]:
+        """The ``k`` best individuals evaluated in full, one a genome, in `best_of`'s order
+        (`selection.best_key`; oldest first among equals): ``select_by: long``'s finalists
+        (`evolution.study.finalists`)."""
+        full = [(c, i) for c, i in self.candidates() if c.status == "ok" and not c.violation and i.final]
+        out: list[tuple[Candidate, Individual]] = []
+        for c, i in sorted(full, key=lambda pair: best_key(pair[0])):
+            if len(out) < k and all(i.genome_id != j.genome_id for _, j in out):
+                out.append((c, i))
+        return out
 
     def front(self) -> list[Individual]:
         """The (quality ↑, params ↓) front of the individuals evaluated in full, best first

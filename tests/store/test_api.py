@@ -50,7 +50,7 @@ def test_a_run_keeps_its_kind_and_runs_are_found_by_kind(store: Store) -> None:
     ablate = store.create_run({"ablation": {}}, seed=0, task="mqar", kind="ablate")
     later_search = store.create_run({}, seed=2, task="mqar", kind="search")
 
-    assert RUN_KINDS == ("search", "scale", "ablate", "calibrate")
+    assert RUN_KINDS == ("search", "scale", "ablate", "calibrate", "select")
     assert {r.id: r.kind for r in store.list_runs()} == {
         search: "search",
         scale: "scale",
