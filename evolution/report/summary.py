@@ -404,8 +404,14 @@ def run_report(store: Store, run_id: str) -> dict[str, Any]:
         best_record = record_summary(best_individual(store, run_id, stored), space)
     except UsageError:  # nothing evaluated successfully yet
         best_record = None
+    finalists = []
+    if stored.stored_config.get("select_by") == "long":  # what chose the best (`study.finalists`)
+        from dogma_evolve.evolution.study.finalists import finalist_results
+
+        finalists = finalist_results(stored)
     return {
         "best": best_record,
+        "finalists": finalists,
         "filtered": sum(g["filtered"] for g in generations),
         **ladder_summary(store, run_id),
         "run_id": run_id,
@@ -551,6 +557,16 @@ def report_lines(data: dict[str, Any]) -> list[str]:
         data.get("ladder_regime"),
         data.get("ladder_verdict"),
     )
+    if data.get("finalists"):
+        lines.append("finalists (--select-by long; the best after the long training is the run's best):")
+        for f in data["finalists"]:
+            after = (
+                f"{f['quality']:.4f}" if f["quality"] is not None else str(f["status"] or "not trained yet")
+            )
+            lines.append(
+                f"  individual {f['individual_id']} ({f['genome_id'][:12]}): quality "
+                f"{f['search_quality']:.4f} in the search, {after} after {f['steps']:,} steps"
+            )
     best = data.get("best")
     if best is not None:
         lines.append(

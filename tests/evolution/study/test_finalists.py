@@ -119,7 +119,12 @@ def test_the_best_finalist_after_the_long_trainings_is_the_runs_best_everywhere(
         assert select.config["finalists_of"] == data["run_id"] and select.status == "finished"
     code, out, err = _evolve("report", "--store", db, "--json")
     assert code == 0, err
-    assert json.loads(out)["best"]["id"] == chosen["individual_id"]
+    report = json.loads(out)
+    assert report["best"]["id"] == chosen["individual_id"] and report["finalists"] == finalists
+    code, text, err = _evolve("report", "--store", db)
+    assert code == 0, err
+    assert "finalists (--select-by long; the best after the long training is the run's best):" in text
+    assert f"after {LONG_STEPS:,} steps" in text and f"best: individual {chosen['individual_id']} " in text
     code, out, err = _evolve("export", "--best", "-o", str(tmp_path / "best"), "--store", db, "--json")
     assert code == 0, err
     assert json.loads(out)["id"] == chosen["individual_id"]
