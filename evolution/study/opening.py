@@ -99,6 +99,8 @@ def load_search(store: str | Store = DEFAULT_STORE, run_id: str | None = None, *
         if record is None or record.kind != "search":
             if record is None:
                 raise UsageError(f"run {run_id}: no run")
+            if record.kind == "select":  # `study.finalists`: trained for the search its config names
+                raise UsageError(f"run {run_id}: a search's finalists, not a search: resume that search")
             what = {"scale": "an evolve scale ladder"}.get(record.kind, f"an evolve {record.kind} run")
             raise UsageError(f"run {run_id}: {what}, not a search: run evolve {record.kind} again")
     except BaseException:

@@ -281,6 +281,8 @@ class StoredRun:
 def _require_search(run_id: str, kind: str) -> None:
     """A `KeyError` naming what to run instead when run ``run_id`` of ``kind`` is no search
     (its generations are a ladder's points, an ablation's or a calibration's trainings)."""
+    if kind == "select":  # `study.finalists`: its config names the search it trained for
+        raise KeyError(f"run {run_id} is a search's finalists, not a search: resume that search")
     if kind != "search":
         what = "an evolve scale ladder" if kind == "scale" else f"an evolve {kind} run"
         raise KeyError(f"run {run_id} is {what}, not a search: run evolve {kind} again")

@@ -117,6 +117,8 @@ def test_the_best_finalist_after_the_long_trainings_is_the_runs_best_everywhere(
         assert best_individual(store, data["run_id"]).id == chosen["individual_id"]
         (select,) = store.list_runs("select")
         assert select.config["finalists_of"] == data["run_id"] and select.status == "finished"
+    code, _, err = _evolve("run", "--resume", select.id, "--store", db)
+    assert code == 2 and "a search's finalists, not a search: resume that search" in err
     code, out, err = _evolve("report", "--store", db, "--json")
     assert code == 0, err
     report = json.loads(out)
