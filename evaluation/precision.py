@@ -18,9 +18,11 @@
   the search's width (:func:`step_gflops`: two attention + MLP blocks, ``d = 64``, 1,024
   tokens, the 257-way head and its cross-entropy) runs at least
   :data:`BF16_MARGIN` times faster under bfloat16 autocast than in float32, ``fp32``
-  otherwise. The probe runs once per process (a fraction of a second), in the process that
-  resolves the run's precision (the driver: every candidate of a run trains in one
-  arithmetic, so the cache rule can key on it).
+  otherwise. The probe runs once per machine (a fraction of a second), in the first process
+  that resolves a run's precision there; its verdict is stored (:func:`stored_verdict`) and
+  every later process and run on the machine reads it, so the same seed trains in the same
+  arithmetic under any load (every candidate of a run trains in one arithmetic, so the cache
+  rule can key on it). Delete the file to measure again.
 
 A result records the precision it trained in (``metrics["precision"]``, resolved, never
 ``auto``); a result without it trained in ``fp32`` (:data:`LEGACY_PRECISION`), as every
@@ -32,9 +34,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import os
+import platform
+import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .options import LEGACY_PRECISION, PRECISIONS
@@ -162,16 +169,90 @@ def step_gflops(bf16: bool, width: int = PROBE_WIDTH, tokens: int = PROBE_TOKENS
     return model.flops(batch.shape[0] * seq_len) / best / 1e9
 
 
+PROBE_VERSION = 2  # the whole-model probe (1: the bare MLP); part of the stored verdict's key
+
+
 @functools.cache
 def cpu_probe() -> CpuProbe:
-    """What ``auto`` is on this CPU (module docstring), measured once per process."""
+    """What ``auto`` is on this CPU (module docstring): measured once per machine and stored
+    (:func:`stored_verdict`), so that every process and every run on it trains in one
+    arithmetic; a probe timed anew by each driver could flip under load, and two runs of
+    the same seed would then train in different arithmetics."""
     if not cpu_has_bf16_units():
         return CpuProbe("fp32", "no bfloat16 matrix instructions (AMX, AVX512-BF16) on this CPU")
+    return stored_verdict(_measured_probe)
+
+
+def _measured_probe() -> CpuProbe:
     fp32, bf16 = step_gflops(bf16=False), step_gflops(bf16=True)
     choice = "bf16" if bf16 >= BF16_MARGIN * fp32 else "fp32"
     verdict = "pays" if choice == "bf16" else f"is short of the {BF16_MARGIN}x it must gain"
     reason = f"bf16 autocast at {bf16:.0f} GFLOP/s vs fp32 {fp32:.0f} on the probe's model: {verdict}"
     return CpuProbe(choice, reason, fp32, bf16)
+
+
+def probe_file() -> Path:
+    """Where this machine's verdict is kept: ``$XDG_CACHE_HOME`` (else ``~/.cache``)
+    ``/dogma_evolve/cpu_probe.json``."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "dogma_evolve" / "cpu_probe.json"
+
+
+def _machine_key() -> str:
+    """The CPU model, torch's version and instruction set, and the probe's version: a
+    verdict is reused only where all four are the same."""
+    import torch
+
+    model = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    capability = torch.backends.cpu.get_cpu_capability()
+    return f"{model} | torch {torch.__version__} | {capability} | probe {PROBE_VERSION}"
+
+
+def stored_verdict(measure: Callable[[], CpuProbe]) -> CpuProbe:
+    """The verdict stored for this machine (:func:`probe_file`, :func:`_machine_key`), else
+    ``measure()``'s, stored: the first process to store one wins (an exclusive link), and a
+    process that loses reads the winner's. Where the file cannot be written (a read-only
+    home) the measurement is used as it is."""
+    path, key = probe_file(), _machine_key()
+    found = _read_verdict(path, key)
+    if found is not None:
+        return found
+    probe = measure()
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
+            json.dump({"key": key, **asdict(probe)}, f)
+        try:
+            if path.exists() and _read_verdict(path, key) is None:  # another machine's or version's
+                os.replace(f.name, path)
+            else:
+                os.link(f.name, path)
+        except FileExistsError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(f.name)
+    return _read_verdict(path, key) or probe
+
+
+def _read_verdict(path: Path, key: str) -> CpuProbe | None:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("key") != key or data.get("choice") not in ("fp32", "bf16"):
+            return None
+        return CpuProbe(
+            data["choice"],
+            str(data["reason"]) + " (stored)",
+            data.get("fp32_gflops"),
+            data.get("bf16_gflops"),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def resolve_precision(precision: str, device_type: str) -> str:
@@ -230,5 +311,7 @@ __all__ = [
     "pool_precision",
     "precision_of",
     "resolve_precision",
+    "probe_file",
     "step_gflops",
+    "stored_verdict",
 ]

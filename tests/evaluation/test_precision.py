@@ -3,6 +3,8 @@ their precision, runs store it, and the cache never mixes precisions."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -298,9 +300,10 @@ def test_auto_on_a_cpu_without_bf16_units_is_fp32_untimed(monkeypatch):
 @pytest.mark.parametrize(
     ("fp32", "bf16", "chosen"), [(60.0, 200.0, "bf16"), (60.0, 70.0, "fp32"), (60.0, 7.0, "fp32")]
 )
-def test_auto_on_a_cpu_with_bf16_units_follows_the_measured_probe(monkeypatch, fp32, bf16, chosen):
+def test_auto_on_a_cpu_with_bf16_units_follows_the_measured_probe(monkeypatch, tmp_path, fp32, bf16, chosen):
     """With the instructions, the probe's timing decides: bf16 only where it is at least
     BF16_MARGIN faster; the choice goes to every request of a CPU pool."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no verdict stored yet: measured
     bf16_speed = bf16
     monkeypatch.setattr(precision_module, "cpu_has_bf16_units", lambda: True)
     monkeypatch.setattr(precision_module, "step_gflops", lambda bf16: bf16_speed if bf16 else fp32)
@@ -312,6 +315,41 @@ def test_auto_on_a_cpu_with_bf16_units_follows_the_measured_probe(monkeypatch, f
         assert resolve_precision("fp32", "cpu") == "fp32"  # only auto is measured
     finally:
         precision_module.cpu_probe.cache_clear()
+
+
+def test_the_verdict_is_measured_once_per_machine_and_then_read(monkeypatch, tmp_path):
+    """The first process measures and stores the verdict; a later one (the cache cleared, as
+    in a new process) reads it without timing anything, so two runs of one seed train in one
+    arithmetic under any load. Another machine's or probe version's verdict is replaced."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(precision_module, "cpu_has_bf16_units", lambda: True)
+    monkeypatch.setattr(precision_module, "step_gflops", lambda bf16: 200.0 if bf16 else 60.0)
+    precision_module.cpu_probe.cache_clear()
+    try:
+        assert precision_module.cpu_probe().choice == "bf16"
+        stored = json.loads(precision_module.probe_file().read_text())
+        assert stored["choice"] == "bf16" and stored["key"] == precision_module._machine_key()
+        # a later process: the probe would now say fp32, but the stored verdict stands
+        monkeypatch.setattr(precision_module, "step_gflops", _never_timed)
+        precision_module.cpu_probe.cache_clear()
+        again = precision_module.cpu_probe()
+        assert again.choice == "bf16" and again.reason.endswith("(stored)")
+        # a verdict of another machine (or probe version) is measured anew and replaced
+        precision_module.probe_file().write_text(json.dumps({**stored, "key": "another CPU"}))
+        monkeypatch.setattr(precision_module, "step_gflops", lambda bf16: 61.0 if bf16 else 60.0)
+        precision_module.cpu_probe.cache_clear()
+        assert precision_module.cpu_probe().choice == "fp32"
+        assert json.loads(precision_module.probe_file().read_text())["choice"] == "fp32"
+    finally:
+        precision_module.cpu_probe.cache_clear()
+
+
+def test_where_no_verdict_can_be_stored_the_measurement_is_used(monkeypatch, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the cache folder would go: nothing can be written
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    probe = precision_module.stored_verdict(lambda: precision_module.CpuProbe("fp32", "measured", 1.0, 1.0))
+    assert probe.choice == "fp32" and probe.reason == "measured"
 
 
 def test_the_probe_measures_both_arithmetics():
