@@ -192,9 +192,9 @@ def selected_by(store: Store, stored: Any) -> str:
     if ladder_choice(store, stored.run_id) is not None:
         return "ladder"
     if stored.stored_config.get("select_by") == "long":
-        from dogma_evolve.evolution.study.finalists import long_choice
+        from dogma_evolve.evolution.study.finalists import long_choice_id
 
-        return "long" if long_choice(stored) is not None else "search"
+        return "long" if long_choice_id(stored) is not None else "search"
     return "search"
 
 

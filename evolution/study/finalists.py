@@ -52,8 +52,8 @@ class FinalistPoint(Point):
     search_quality: float = 0.0
 
 
-def finalist_points(stored: StoredRun) -> list[FinalistPoint]:
-    """The finalists' trainings (module docstring), best by the search first."""
+def finalist_points(stored: StoredRun, finalists: Sequence[tuple[Any, Individual]]) -> list[FinalistPoint]:
+    """The trainings of ``finalists`` (`StoredRun.finalists`), best by the search first."""
     cfg = stored.config
     return [
         FinalistPoint(
@@ -64,15 +64,18 @@ def finalist_points(stored: StoredRun) -> list[FinalistPoint]:
             individual_id=i.id,
             search_quality=quality_of(c.metrics),
         )
-        for c, i in stored.finalists(FINALISTS)
+        for c, i in finalists
     ]
 
 
 class FinalistRecorder(TrainingRecorder):
     """The ``select`` run of search ``stored``: one generation a finalist trained."""
 
-    def __init__(self, stored: StoredRun, precision: str, points: Sequence[FinalistPoint]) -> None:
-        self.genomes = {i.genome_id: c.genome for c, i in stored.finalists(FINALISTS)}  # parsed by its space
+    def __init__(
+        self, stored: StoredRun, precision: str, finalists: Sequence[tuple[Any, Individual]]
+    ) -> None:
+        self.genomes = {i.genome_id: c.genome for c, i in finalists}  # parsed by the run's space
+        points = finalist_points(stored, finalists)
         self.search_run = stored.run_id
         config = {
             ENTRY: stored.run_id,
@@ -97,10 +100,10 @@ def run_finalists(stored: StoredRun, pool: Any, on_point: Callable[..., None] | 
     ``--select-by`` changes that invocation's, not the stored one)."""
     if stored.stored_config.get("select_by") != "long":
         return
-    points = finalist_points(stored)
-    if not points:
+    finalists = stored.finalists(FINALISTS)
+    if not finalists:
         return
-    recorder = FinalistRecorder(stored, pool_precision(stored.config.precision, pool), points)
+    recorder = FinalistRecorder(stored, pool_precision(stored.config.precision, pool), finalists)
     todo = lookup_all([recorder])
     train_recorded([recorder], todo, lambda: nullcontext(pool), on_point)
 
@@ -122,7 +125,7 @@ def _rows(store: Store, run_id: str, points: Sequence[FinalistPoint]) -> dict[st
 def finalist_results(stored: StoredRun) -> list[dict[str, Any]]:
     """Each finalist, best by the search first: its individual, genome, search quality, and
     its status and quality after :data:`LONG_STEPS` steps (None until trained)."""
-    points = finalist_points(stored)
+    points = finalist_points(stored, stored.finalists(FINALISTS))
     rows = _rows(stored.store, stored.run_id, points)
     out = []
     for p in points:
@@ -141,17 +144,17 @@ def finalist_results(stored: StoredRun) -> list[dict[str, Any]]:
     return out
 
 
-def long_choice(stored: StoredRun) -> Individual | None:
-    """The finalist of highest quality after :data:`LONG_STEPS` steps (ties: the search's
-    order); None while a finalist has no row, or when none trained successfully."""
+def long_choice_id(stored: StoredRun) -> int | None:
+    """The individual id of the finalist of highest quality after :data:`LONG_STEPS` steps
+    (ties: the search's order); None while a finalist has no row, or when none trained
+    successfully."""
     results = finalist_results(stored)
     if not results or any(r["status"] is None for r in results):
         return None
     trained = [r for r in results if r["quality"] is not None]
     if not trained:
         return None
-    best = max(trained, key=lambda r: r["quality"])  # max keeps the first of equals
-    return next(i for _, i in stored.finalists(FINALISTS) if i.id == best["individual_id"])
+    return int(max(trained, key=lambda r: r["quality"])["individual_id"])  # max keeps the first of equals
 
 
 __all__ = [
@@ -161,6 +164,6 @@ __all__ = [
     "FinalistRecorder",
     "finalist_points",
     "finalist_results",
-    "long_choice",
+    "long_choice_id",
     "run_finalists",
 ]

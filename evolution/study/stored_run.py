@@ -245,11 +245,11 @@ class StoredRun:
         if chosen is not None:
             return next(i for _, i in pairs if i.id == chosen)
         if self.stored_config.get("select_by") == "long":  # its finalists trained longer, once all are
-            from dogma_evolve.evolution.study.finalists import long_choice
+            from dogma_evolve.evolution.study.finalists import long_choice_id
 
-            longest = long_choice(self)
-            if longest is not None:
-                return longest
+            chosen = long_choice_id(self)
+            if chosen is not None:
+                return next(i for _, i in pairs if i.id == chosen)
         ok = [(c, i) for c, i in pairs if c.status == "ok" and not c.violation]
         pool = [p for p in ok if p[1].final] or ok
         pool = [p for p in pool if seeds_of(p[0].metrics) >= self.config.confirm] or pool
