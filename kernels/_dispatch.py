@@ -97,6 +97,22 @@ def resolve_backend(
     return "torch"
 
 
+def opaque_to_compile(op: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``torch.compiler.disable(op)``, with ``torch._dynamo`` imported at the first call
+    instead of at import.
+
+    Under ``torch.compile`` the op then runs eagerly (a graph break) with its fast path,
+    instead of dynamo unrolling the reference's Python loop over time. The decorator itself
+    imports ``torch._dynamo`` (~1.6 s), which every process that imports the kernels paid:
+    a search's driver, which decodes genomes but never trains, and every short CLI command.
+    torch's own lazy form (``torch._compile._disable_dynamo``, what ``torch.optim`` uses) defers
+    that to the first call, when a process that trains has long imported it (AdamW does).
+    """
+    from torch._compile import _disable_dynamo
+
+    return _disable_dynamo(op)
+
+
 def full_precision(op: Callable[_P, _R]) -> Callable[_P, _R]:
     """Run ``op`` with autocast disabled on its tensors' device.
 

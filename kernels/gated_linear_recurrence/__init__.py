@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import full_precision, needs_grad, resolve_backend
+from .._dispatch import full_precision, needs_grad, opaque_to_compile, resolve_backend
 from . import reference
 
 __all__ = ["gated_linear_recurrence"]
@@ -41,7 +41,7 @@ def _check(
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
 
 
-@torch.compiler.disable
+@opaque_to_compile
 @full_precision
 def gated_linear_recurrence(
     q: torch.Tensor,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import BACKENDS, full_precision, plain_ops_only
+from .._dispatch import BACKENDS, full_precision, opaque_to_compile, plain_ops_only
 from . import reference
 
 __all__ = ["gru", "gru_fast_path"]
@@ -53,7 +53,7 @@ def _check(
         )
 
 
-@torch.compiler.disable
+@opaque_to_compile
 @full_precision
 def gru(
     x: torch.Tensor,

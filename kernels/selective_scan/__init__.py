@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import full_precision, needs_grad, resolve_backend
+from .._dispatch import full_precision, needs_grad, opaque_to_compile, resolve_backend
 from . import reference
 from .shapes import check_inputs
 
 __all__ = ["selective_scan"]
 
 
-@torch.compiler.disable
+@opaque_to_compile
 @full_precision
 def selective_scan(
     u: torch.Tensor,

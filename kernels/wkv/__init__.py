@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import full_precision, resolve_backend
+from .._dispatch import full_precision, opaque_to_compile, resolve_backend
 from . import reference
 from .reference import WKVState
 
@@ -25,7 +25,7 @@ def _check(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -
         raise ValueError(f"w and u must be (C,)=({channels},), got {tuple(w.shape)}, {tuple(u.shape)}")
 
 
-@torch.compiler.disable
+@opaque_to_compile
 @full_precision
 def wkv_with_state(
     w: torch.Tensor,
@@ -66,7 +66,7 @@ def wkv_with_state(
     return reference.wkv_with_state(w, u, k, v, state)
 
 
-@torch.compiler.disable
+@opaque_to_compile
 def wkv(
     w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor, backend: str = "auto"
 ) -> torch.Tensor:

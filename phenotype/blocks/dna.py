@@ -70,7 +70,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import torch
 import torch.nn.functional as F
@@ -325,7 +325,7 @@ class DNABlock(Mixer[DNAConfig]):
         y = selective_scan(
             u, delta, -torch.exp(self.A_log), Bm, Cm, self.D, delta_bias=self.dt_bias, delta_softplus=True
         )
-        return self.out_B(y.transpose(1, 2))
+        return self.out_B(cast(torch.Tensor, y).transpose(1, 2))  # no last state asked: one tensor
 
     # -- path C ----------------------------------------------------------------------------
     def _transition(self, x: torch.Tensor) -> torch.Tensor:

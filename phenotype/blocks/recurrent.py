@@ -91,9 +91,9 @@ class FusedRecurrence(Mixer[LSTMConfig]):
             from dogma_evolve.kernels._dispatch import needs_grad
             from dogma_evolve.kernels.recurrent import gru, gru_fast_path
 
-            weights = tuple(rnn.all_weights[0])  # weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0
-            if needs_grad(x, *weights) and gru_fast_path(x, *weights):
-                return gru(x, *weights, backend="cpu")
+            w_ih, w_hh, b_ih, b_hh = rnn.all_weights[0]  # weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0
+            if needs_grad(x, w_ih, w_hh, b_ih, b_hh) and gru_fast_path(x, w_ih, w_hh, b_ih, b_hh):
+                return gru(x, w_ih, w_hh, b_ih, b_hh, backend="cpu")
         return rnn(x)[0]
 
     def init_state(self, batch: int) -> Any:

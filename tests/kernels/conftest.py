@@ -12,6 +12,7 @@ if not (shutil.which("nvidia-smi") or os.environ.get("CUDA_VISIBLE_DEVICES")):
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import torch.utils._device  # noqa: E402  (imported by torch._dynamo, which the kernels no longer import)
 
 
 def _nan_fill(t: torch.Tensor) -> torch.Tensor:
