@@ -44,7 +44,7 @@ from dogma_evolve.evaluation import EvalRequest, EvalResult
 from dogma_evolve.evaluation.environment import EnvironmentFailure, is_environment
 from dogma_evolve.evolution.rules import cache_answer
 from dogma_evolve.genome import Genome
-from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
+from dogma_evolve.store import EvaluationIn, IndividualIn, RunRecord, Store, by_slot
 from dogma_evolve.store.keys import EvalKey, natural_key
 from dogma_evolve.store.liveness import Heartbeat
 
@@ -84,6 +84,13 @@ R = TypeVar("R", bound="TrainingRecorder")
 Row = tuple[Point, str, dict[str, Any], str | None, float]  # point, status, metrics, reason, seconds
 
 
+def newest_run(store: Store, kind: str, entry: str, key: Any) -> RunRecord | None:
+    """The newest stored run of ``kind`` whose config's ``entry`` is ``key`` (None if none): the
+    training run a recorder of that key resumes, and the one its readers look in."""
+    found = [r for r in store.list_runs(kind) if r.config.get(entry) == key]
+    return max(found, key=lambda r: r.created) if found else None
+
+
 class TrainingRecorder:
     """A training run in the store (module docstring) of ``points``, each trained within
     ``timeout_s``; subclasses say each point's genome (``genome_of``) and its birth's
@@ -102,10 +109,8 @@ class TrainingRecorder:
     ) -> None:
         self.store, self.precision = store, precision
         self.points, self.timeout_s = list(points), timeout_s
-        key = config[entry]
-        found = [r for r in store.list_runs(kind) if r.config.get(entry) == key]
-        if found:
-            run = max(found, key=lambda r: r.created)
+        run = newest_run(store, kind, entry, config[entry])
+        if run is not None:
             self.run_id, self.next_generation, self.resumed = run.id, run.last_generation + 1, True
             store.reclaim_expired_leases(run.id)
         else:
@@ -263,4 +268,4 @@ def train_recorded(
             rec.finish(failed)
 
 
-__all__ = ["OnPoint", "Point", "TrainingRecorder", "lookup_all", "train", "train_recorded"]
+__all__ = ["OnPoint", "Point", "TrainingRecorder", "lookup_all", "newest_run", "train", "train_recorded"]

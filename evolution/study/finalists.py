@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 from dogma_evolve.evaluation.precision import pool_precision
 from dogma_evolve.evolution import rules
 from dogma_evolve.evolution.objectives import quality_of
-from dogma_evolve.evolution.training_run import Point, TrainingRecorder, lookup_all, train_recorded
+from dogma_evolve.evolution.training_run import (
+    Point,
+    TrainingRecorder,
+    lookup_all,
+    newest_run,
+    train_recorded,
+)
 from dogma_evolve.genome import Genome
 
 if TYPE_CHECKING:
@@ -110,13 +116,12 @@ def run_finalists(stored: StoredRun, pool: Any, on_point: Callable[..., None] | 
 
 def _rows(store: Store, run_id: str, points: Sequence[FinalistPoint]) -> dict[str, EvaluationRecord]:
     """The finalists' rows in the newest ``select`` run of search ``run_id``, by genome."""
-    runs = [r for r in store.list_runs(KIND) if r.config.get(ENTRY) == run_id]
-    if not runs:
+    select = newest_run(store, KIND, ENTRY, run_id)
+    if select is None:
         return {}
-    select = max(runs, key=lambda r: r.created).id
     rows = {}
     for p in points:
-        rec = store.find_evaluation(*p.key(), run_id=select)
+        rec = store.find_evaluation(*p.key(), run_id=select.id)
         if rec is not None:
             rows[p.genome_id] = rec
     return rows

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dogma_evolve.evolution.errors import UsageError
+from dogma_evolve.evolution.errors import UsageError, not_a_search
 from dogma_evolve.evolution.study.running import RESUME_OVERRIDES
 from dogma_evolve.evolution.study.search import Search
 from dogma_evolve.evolution.study.task_arg import importing_script, task_text
@@ -99,10 +99,7 @@ def load_search(store: str | Store = DEFAULT_STORE, run_id: str | None = None, *
         if record is None or record.kind != "search":
             if record is None:
                 raise UsageError(f"run {run_id}: no run")
-            if record.kind == "select":  # `study.finalists`: trained for the search its config names
-                raise UsageError(f"run {run_id}: a search's finalists, not a search: resume that search")
-            what = {"scale": "an evolve scale ladder"}.get(record.kind, f"an evolve {record.kind} run")
-            raise UsageError(f"run {run_id}: {what}, not a search: run evolve {record.kind} again")
+            raise UsageError(f"run {run_id}: {not_a_search(record.kind)}")
     except BaseException:
         if owns:
             opened.close()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from dogma_evolve.evolution import rules
 from dogma_evolve.evolution.config import RunConfig
+from dogma_evolve.evolution.errors import not_a_search
 from dogma_evolve.evolution.rules import FAILED_COST, FAILED_QUALITY, seeds_of, stored_result
 from dogma_evolve.evolution.selection import best_key, best_of, pareto_front
 from dogma_evolve.evolution.spaces.contract import Genotype, SearchSpace
@@ -281,11 +282,8 @@ class StoredRun:
 def _require_search(run_id: str, kind: str) -> None:
     """A `KeyError` naming what to run instead when run ``run_id`` of ``kind`` is no search
     (its generations are a ladder's points, an ablation's or a calibration's trainings)."""
-    if kind == "select":  # `study.finalists`: its config names the search it trained for
-        raise KeyError(f"run {run_id} is a search's finalists, not a search: resume that search")
     if kind != "search":
-        what = "an evolve scale ladder" if kind == "scale" else f"an evolve {kind} run"
-        raise KeyError(f"run {run_id} is {what}, not a search: run evolve {kind} again")
+        raise KeyError(f"run {run_id} is {not_a_search(kind)}")
 
 
 def register_recorded_kinds(config: dict[str, Any]) -> None:

@@ -7,8 +7,6 @@ The SIGINT test runs a real (tiny) `evolve run` with Ray in a subprocess: marked
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -21,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.engine import Engine
 from dogma_evolve.store import ArchiveIn, GenomeIn, IndividualIn, Store, by_slot
 from dogma_evolve.store.liveness import INTERRUPTED, RunHeld
 from dogma_evolve.store.testing import postgres_or_skip, scratch_database
+from tests.in_process import evolve_in_process as cli
 
 CONFIG = RunConfig(population=4, generations=1, steps=3, seed=3, max_params=60_000, task="mqar")
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)  # a heartbeat this old: the driver was killed
@@ -40,14 +38,6 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     with scratch_database(postgres_or_skip()) as scratch:
         yield scratch
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of `evolve ARGV` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_a_killed_drivers_run_is_shown_interrupted(url: str) -> None:

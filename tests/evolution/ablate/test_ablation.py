@@ -5,7 +5,6 @@ Ray), including a killed ablation that resumes without retraining."""
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
 import sqlite3
@@ -27,12 +26,12 @@ from dogma_evolve.evolution.ablate.changes import (
     normalise,
 )
 from dogma_evolve.evolution.cli import ablate as ablate_cli
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import account
 from dogma_evolve.store import EvaluationIn, IndividualIn, Store, by_slot
 from tests.evolution.stopping_pools import Pools
+from tests.in_process import evolve_in_process as evolve
 
 STRUCTURAL = {"d_model": 64, "vocab": 64, "max_len": 64, "positions": "rope"}
 GENOME = {  # gated attention + swiglu under a promoter, dna + tetra_reach + mlp, a looped mamba
@@ -281,13 +280,6 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> Pools:
     fake = Pools()
     monkeypatch.setattr(ablate_cli, "_pool", fake)
     return fake
-
-
-def evolve(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def rows(db: Path) -> int:

@@ -7,7 +7,6 @@ held-out loss of a member and the summary's loss rankings on hand-settled plans.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
 import sqlite3
@@ -26,9 +25,9 @@ from dogma_evolve.evolution.calibrate.calibration import (
 )
 from dogma_evolve.evolution.calibrate.table import calibration_lines
 from dogma_evolve.evolution.cli import calibrate as calibrate_cli
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.store import Store
 from tests.evolution.stopping_pools import Pools
+from tests.in_process import evolve_in_process as evolve
 
 TINY = ["--task", "mqar", "--steps", "10", "--rungs", "5,10", "--target", "20"]
 TINY += ["--presets", "2", "--random", "2", "--max-params", "100000"]
@@ -40,13 +39,6 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> Pools:
     fake = Pools()
     monkeypatch.setattr(calibrate_cli, "_pool", fake)
     return fake
-
-
-def evolve(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def count(db: Path, table: str) -> int:

@@ -3,16 +3,14 @@ accounting), the dogma-byte preset beside the chapter, and bad input refused in 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.genome import Genome, preset
 from dogma_evolve.phenotype import account, decode
+from tests.in_process import evolve_in_process as cli
 
 SMALL = """\
 dogma: 1
@@ -34,14 +32,6 @@ regions:
 edges:
 - {source: r1, target: c2, kind: activates}
 """
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of `evolve ARGV` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

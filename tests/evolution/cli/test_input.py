@@ -7,27 +7,17 @@ Runs are NAS-Bench-201 look-ups (seconds, no training), made in this process thr
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.store import GenomeIn, IndividualIn, Store
+from tests.in_process import evolve_in_process as cli
 
 NB201 = ["--space", "nb201", "--task", "cifar10", "--population", "4", "--generations", "1", "--quiet"]
 RUN_IDS = ("aaaa11110000", "aaaa22220000")
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of `evolve ARGV` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def refused(code: int, err: str, *words: str) -> None:

@@ -7,7 +7,6 @@ first, name them on stderr, send them to their workers and record them in their 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 import sqlite3
@@ -22,11 +21,11 @@ from dogma_evolve.evaluation import EvalRequest, EvalResult
 from dogma_evolve.evaluation.protocol import OnResult
 from dogma_evolve.evolution.cli import calibrate as calibrate_cli
 from dogma_evolve.evolution.cli import scale as scale_cli
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.store import Store
 from tests.evolution.cli.test_user_task import USER_ENV, evolve_in_one_process
 from tests.evolution.scale.test_train import LawPool
 from tests.evolution.stopping_pools import StoppingPool
+from tests.in_process import evolve_in_process as evolve
 from tests.phenotype.plugin_helpers import EXAMPLES, loaded_plugin
 
 EVOLVE = str(Path(sys.executable).with_name("evolve"))
@@ -48,13 +47,6 @@ def evolve_process(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [EVOLVE, *args], cwd=work, env=USER_ENV, capture_output=True, text=True, timeout=300
     )
-
-
-def evolve(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

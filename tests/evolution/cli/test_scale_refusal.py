@@ -12,7 +12,6 @@ the settings at the largest the line names are accepted. Nothing here trains."""
 from __future__ import annotations
 
 import contextlib
-import io
 import sqlite3
 from pathlib import Path
 
@@ -21,7 +20,6 @@ import pytest
 from dogma_evolve.evaluation.tasks import get_task
 from dogma_evolve.evolution.calibrate.panel import make_panel
 from dogma_evolve.evolution.calibrate.text import check_fed, grow_panel, make_target
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.errors import UsageError
 from dogma_evolve.evolution.preflight import check_feasible, check_text
@@ -29,16 +27,10 @@ from dogma_evolve.evolution.scale.regime import MAX_EPOCHS, largest_size, text_t
 from dogma_evolve.evolution.scale.train import Budget, make_plan
 from dogma_evolve.evolution.scale.train import check_fed as ladder_fed
 from dogma_evolve.evolution.spaces.dogma.space import DogmaSpace
+from tests.in_process import evolve_in_process as cli
 
 TEXT = 5_999_963  # the English corpus's training bytes (`text`, `bytelm_en`)
 SMOKE = 419_645  # `bytelm`'s (Python's documentation)
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def refused(code: int, out: str, err: str, *words: str) -> None:

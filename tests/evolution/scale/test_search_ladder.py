@@ -8,8 +8,6 @@ seconds. `test_scale.py` trains a real ladder end to end.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 from contextlib import nullcontext
@@ -22,7 +20,6 @@ import pytest
 from dogma_evolve.evaluation import EvalRequest
 from dogma_evolve.evaluation.scaling import fit_power_law
 from dogma_evolve.evaluation.table import TableEvaluator
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.scale.ladder import MIN_DECADES, Design
 from dogma_evolve.evolution.scale.search_ladder import compact_sizes, elite_of, extrapolate
@@ -30,6 +27,7 @@ from dogma_evolve.evolution.study import running as study_running
 from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import account
 from dogma_evolve.store import LadderRankIn, Store, StoreError, TransferIn
+from tests.in_process import evolve_in_process as _evolve
 
 PINNED = {"vocab": 257, "max_len": 64}
 
@@ -192,13 +190,6 @@ def _ladder_run(population: int, db: str) -> list[str]:
     argv = ["run", "--population", str(population), "--generations", "0", "--task", "compression"]
     argv += ["--min-steps", "0", "--objectives", "quality", "--ladder", "--ladder-elites", str(population)]
     return argv + ["--store", db]
-
-
-def _evolve(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_run_ladder_ranks_the_elite_by_extrapolated_loss_and_resumes(

@@ -8,7 +8,6 @@ are checked in seconds. One test, marked slow, trains a real ladder on Ray end t
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
 import sqlite3
@@ -23,7 +22,6 @@ from dogma_evolve.evaluation.protocol import OnResult
 from dogma_evolve.evaluation.scaling import LadderError
 from dogma_evolve.evaluation.table import InProcessPool, TableEvaluator
 from dogma_evolve.evolution.cli import scale as scale_cli
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.engine import Engine
 from dogma_evolve.evolution.scale import pace
@@ -32,6 +30,7 @@ from dogma_evolve.evolution.scale.ladder import Design, Shape, ladder
 from dogma_evolve.genome import Genome, load_genome
 from dogma_evolve.phenotype import account
 from dogma_evolve.store import Store
+from tests.in_process import evolve_in_process as evolve
 
 PINNED = {"vocab": 257, "max_len": 64}  # bytelm's
 SIZES = "8k,25k,80k,400k"
@@ -132,13 +131,6 @@ def paced(seconds_per_step_per_1m: float) -> type:
 def quick_pace(monkeypatch: pytest.MonkeyPatch) -> None:
     """1 ms a step per 1M parameters: every default ladder fits the time budget."""
     monkeypatch.setattr(pace, "SideBySide", paced(1e-3))
-
-
-def evolve(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def rows(db: Path) -> int:

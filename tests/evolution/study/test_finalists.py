@@ -9,8 +9,6 @@ further), so the rule is seen choosing another individual than the search's own 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from contextlib import nullcontext
 from pathlib import Path
@@ -20,7 +18,6 @@ import pytest
 
 from dogma_evolve.evaluation import EvalRequest
 from dogma_evolve.evaluation.table import TableEvaluator
-from dogma_evolve.evolution.cli.main import main
 from dogma_evolve.evolution.config import RunConfig
 from dogma_evolve.evolution.report.summary import best_individual
 from dogma_evolve.evolution.study import running as study_running
@@ -28,6 +25,7 @@ from dogma_evolve.evolution.study.finalists import FINALISTS, LONG_STEPS
 from dogma_evolve.genome import Genome
 from dogma_evolve.phenotype import account
 from dogma_evolve.store import Store
+from tests.in_process import evolve_in_process as _evolve
 
 
 def _table(request: EvalRequest) -> dict[str, Any]:
@@ -71,13 +69,6 @@ def table_pool(monkeypatch: pytest.MonkeyPatch) -> StoppingTable:
     pool = StoppingTable()
     monkeypatch.setattr(study_running, "pool_for", lambda engine, store: nullcontext(pool))
     return pool
-
-
-def _evolve(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 RUN = ["run", "--population", "8", "--generations", "0", "--task", "compression", "--min-steps", "0"]
