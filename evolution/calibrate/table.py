@@ -199,6 +199,7 @@ def text_lines(data: dict[str, Any]) -> list[str]:
     for k, fam in enumerate(text["rows"][0]["families"] if text["rows"] else []):
         per_size = "  ".join(
             f"{row['label']} {_num(f['loss'], False)} ρ {_num(f['spearman'])}"
+            + (f" ({f['measured']} of them)" if f.get("measured", f["n"]) < f["n"] else "")
             for row in text["rows"]
             for f in [row["families"][k]]
         )

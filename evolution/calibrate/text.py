@@ -228,7 +228,8 @@ def _mean(values: Sequence[float | None]) -> float | None:
 def family_rows(
     families: Sequence[str], fitness: Values, losses: Values, resamples: int = RESAMPLES
 ) -> list[dict[str, Any]]:
-    """Per family (sorted): members, mean held-out loss, mean fitness and ρ within the family
+    """Per family (sorted): members (``n``), those measured at both (``measured``: a size's
+    capped or failed members are not), mean held-out loss, mean fitness and ρ within the family
     (with ``MIN_PAIRS`` or more members measured at both)."""
     rows = []
     for name in sorted(set(families)):
@@ -243,6 +244,7 @@ def family_rows(
             {
                 "family": name,
                 "n": len(idx),
+                "measured": len(pairs),
                 "loss": _mean([losses[i] for i in idx]),
                 "fitness": _mean([fitness[i] for i in idx]),
                 "spearman": within,

@@ -247,7 +247,8 @@ def test_text_rows_rank_each_fidelity_against_the_loss() -> None:
     assert four["by_fidelity"][1]["quality"]["spearman"] == pytest.approx(-1.0)
     assert four["by_fidelity"][1]["quality"]["n"] == 11 and four["over"] == 1
     assert [f["family"] for f in one["families"]] == ["rnn", "ssm"]
-    assert all(f["spearman"] == pytest.approx(1.0) and f["n"] == 6 for f in one["families"])
+    assert all(f["spearman"] == pytest.approx(1.0) and f["n"] == f["measured"] == 6 for f in one["families"])
+    assert [(f["n"], f["measured"]) for f in four["families"]] == [(6, 5), (6, 6)]  # rnn's last: no 4x loss
     data = summary_stub(rows)
     assert any(
         line.startswith("warning: the fitness") and "at 4x" in line for line in calibration_lines(data)
